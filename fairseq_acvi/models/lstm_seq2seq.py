@@ -1,0 +1,127 @@
+"""``acvi_lstm``: BiLSTM encoder → LSTM decoder with pluggable context inference (METHOD.md §3.3).
+
+Presets: ``acvi_lstm`` (base), ``acvi_lstm_iwslt`` and ``acvi_lstm_wmt_en_ro`` (P §2.3, App. C:
+2-layer BiLSTM encoder, 2-layer LSTM decoder, 256-d, embeddings 256, dropout 0.2,
+multiplicative attention). Train with ``--task translation --criterion elbo
+--context-inference {none,soft,acvi,structured,variational,ved}``.
+
+Decoding averages K Monte-Carlo samples of the context (ACVI, METHOD §2.2). K is a model option,
+set at generation time with ``fairseq-generate --model-overrides "{'mc_samples': K}"``
+(default 10; 0 = the deterministic mean).
+"""
+from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
+from fairseq.models.lstm import Embedding
+
+from fairseq_acvi.modules.context import add_context_args
+from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
+from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
+from fairseq_acvi.modules.scorers import SCORERS
+
+
+def add_seq2seq_args(parser):
+    """Options shared by every LSTM seq2seq model of the package."""
+    parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
+    parser.add_argument("--encoder-embed-dim", type=int, metavar="N")
+    parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
+                        help="encoder LSTM size per direction (annotations are 2N-d)")
+    parser.add_argument("--encoder-layers", type=int, metavar="N")
+    parser.add_argument("--decoder-embed-dim", type=int, metavar="N")
+    parser.add_argument("--decoder-hidden-size", type=int, metavar="N")
+    parser.add_argument("--decoder-layers", type=int, metavar="N")
+    parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N",
+                        help="size of the attentional hidden state tanh(W_c[s; c])")
+    parser.add_argument("--attention-type", choices=SCORERS, help="attention scorer (METHOD §1)")
+    parser.add_argument("--attention-dim", type=int, metavar="N",
+                        help="projection size of additive / scaled-dot scorers")
+    parser.add_argument("--share-decoder-input-output-embed", action="store_true")
+    add_context_args(parser)
+
+
+@register_model("acvi_lstm")
+class ACVILSTMModel(FairseqEncoderDecoderModel):
+    @staticmethod
+    def add_args(parser):
+        add_seq2seq_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        enc_embed = Embedding(len(src_dict), args.encoder_embed_dim, src_dict.pad())
+        dec_embed = Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
+        encoder = BiLSTMEncoder(src_dict, args.encoder_embed_dim, args.encoder_hidden_size,
+                                args.encoder_layers, args.encoder_dropout_in,
+                                args.encoder_dropout_out, embed_tokens=enc_embed,
+                                max_positions=args.max_source_positions)
+        decoder = ContextLSTMDecoder(args, tgt_dict, dec_embed, value_dim=encoder.output_units,
+                                     enc_final_dim=encoder.output_units)
+        if args.share_decoder_input_output_embed:
+            if args.decoder_embed_dim != args.decoder_out_embed_dim:
+                raise ValueError("--share-decoder-input-output-embed needs --decoder-embed-dim "
+                                 "== --decoder-out-embed-dim")
+            decoder.fc_out.weight = dec_embed.weight
+        return cls(encoder, decoder)
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        return self.decoder.get_normalized_probs(net_output, log_probs, sample)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        check_dictionary_sizes(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+    def max_positions(self):
+        return (self.encoder.max_positions(), self.decoder.max_positions())
+
+
+def check_dictionary_sizes(model, state_dict):
+    """Refuse a checkpoint whose embedding tables do not match the data's dictionaries."""
+    for side, key in (("source", "encoder.embed_tokens.weight"),
+                      ("target", "decoder.embed_tokens.weight")):
+        module = model.encoder if side == "source" else model.decoder
+        if key in state_dict and getattr(module, "dictionary", None) is not None:
+            saved, have = state_dict[key].size(0), len(module.dictionary)
+            if saved != have:
+                raise ValueError(
+                    f"mismatched {side} dictionary: the checkpoint was trained with {saved} "
+                    f"symbols but the data's dict has {have}; use the dict.*.txt the model was "
+                    "trained with (fairseq-preprocess --srcdict/--tgtdict)")
+
+
+def seq2seq_defaults(args, **defaults):
+    """Fill unset options: explicit ``defaults`` first, then the package-wide defaults."""
+    base = dict(
+        dropout=0.2, encoder_embed_dim=256, encoder_hidden_size=256, encoder_layers=2,
+        decoder_embed_dim=256, decoder_hidden_size=256, decoder_layers=2,
+        attention_type="multiplicative", attention_dim=256, context_inference="soft",
+        mc_samples=10, share_decoder_input_output_embed=False,
+        max_source_positions=1024, max_target_positions=1024,
+        acvi_mean="identity", acvi_logvar_layers=1, acvi_sampler="gaussian",
+        acvi_gumbel_temperature=0.5, acvi_beta=1.0, acvi_kl_warmup_updates=0,
+    )
+    base.update(defaults)
+    for key, value in base.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    for key in ("encoder_dropout_in", "encoder_dropout_out", "decoder_dropout_in",
+                "decoder_dropout_out"):
+        if getattr(args, key, None) is None:
+            setattr(args, key, args.dropout)
+    if getattr(args, "decoder_out_embed_dim", None) is None:
+        args.decoder_out_embed_dim = args.decoder_hidden_size
+    if args.mc_samples < 0:
+        raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
+
+
+@register_model_architecture("acvi_lstm", "acvi_lstm")
+def base_architecture(args):
+    seq2seq_defaults(args)
+
+
+@register_model_architecture("acvi_lstm", "acvi_lstm_iwslt")
+def acvi_lstm_iwslt(args):
+    seq2seq_defaults(args)
+
+
+@register_model_architecture("acvi_lstm", "acvi_lstm_wmt_en_ro")
+def acvi_lstm_wmt_en_ro(args):
+    seq2seq_defaults(args)

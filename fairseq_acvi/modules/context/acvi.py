@@ -1,0 +1,99 @@
+"""ACVI: amortized context vector inference (METHOD.md §2.2; P 13-25, D 79-88).
+
+The context is latent with the Gaussian-mixture posterior
+    p(c_t; D) = Σ_i a_ti N(c_t | μ(h_i), diag σ²(h_i))                         (P 13, 17)
+and prior N(0, I) (P 21). Training draws one reparameterised sample per step from the
+moment-matched Gaussian (D 85-87)
+    m_t = Σ_i a_ti μ(h_i),   v_t = Σ_i a_ti² σ²(h_i),   c_t = m_t + √v_t ⊙ ε,
+and adds KL_t = ½ Σ_d (m_td² + v_td − 1 − log v_td)  (corrected D 84), computed in float32.
+Evaluation averages the predictive distribution over K = ``--mc-samples`` samples (D 88) drawn in
+one batched call; K = 0 uses m_t. The recurrent path always uses m_t (beams never fork per sample).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
+from fairseq_acvi.modules.scorers import masked_softmax
+
+
+def mlp(dim_in: int, hidden: int, dim_out: int, depth: int) -> nn.Sequential:
+    """``depth`` hidden ReLU layers of size ``hidden`` followed by a linear map."""
+    layers, d = [], dim_in
+    for _ in range(depth):
+        layers += [nn.Linear(d, hidden), nn.ReLU()]
+        d = hidden
+    layers.append(nn.Linear(d, dim_out))
+    return nn.Sequential(*layers)
+
+
+def gaussian_kl_to_standard(mean, var):
+    """KL(N(mean, diag var) || N(0, I)) summed over the last dim, in float32. (..., d) -> (...)."""
+    mean, var = mean.float(), var.float()
+    return 0.5 * (mean.pow(2) + var - 1.0 - var.log()).sum(-1)
+
+
+@register_context("acvi")
+class ACVIContext(ContextInference):
+    def __init__(self, args, value_dim, query_dim, enc_final_dim):
+        super().__init__(args, value_dim, query_dim, enc_final_dim)
+        d = value_dim
+        depth = getattr(args, "acvi_logvar_layers", 1)
+        self.mean_net = mlp(d, d, d, 1) if getattr(args, "acvi_mean", "identity") == "mlp" else None
+        self.logvar_net = mlp(d, d, d, depth)
+        self.logvar_min, self.logvar_max = -20.0, 10.0
+        self.sampler = getattr(args, "acvi_sampler", "gaussian")
+        self.gumbel_tau = getattr(args, "acvi_gumbel_temperature", 0.5)
+        self.beta = getattr(args, "acvi_beta", 1.0)
+        self.warmup = getattr(args, "acvi_kl_warmup_updates", 0)
+        self.mc_samples = getattr(args, "mc_samples", 10)
+
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument("--acvi-mean", choices=["identity", "mlp"],
+                            help="μ(h): identity (P 17, default) or a 2-layer MLP (D 79)")
+        parser.add_argument("--acvi-logvar-layers", type=int, metavar="L",
+                            help="hidden ReLU layers of the log σ² network (P 18: 1, D 80: 2)")
+        parser.add_argument("--acvi-sampler", choices=["gaussian", "gumbel"],
+                            help="training sample: moment-matched Gaussian with one ε per step "
+                                 "(default) or Gumbel-softmax mixture sampling (P 23)")
+        parser.add_argument("--acvi-gumbel-temperature", type=float, metavar="TAU")
+        parser.add_argument("--acvi-beta", type=float, metavar="B", help="weight of the KL term")
+        parser.add_argument("--acvi-kl-warmup-updates", type=int, metavar="N",
+                            help="linear KL warm-up from 0 to β over N updates (0 = off)")
+
+    def prepare(self, mem, enc_final, target_emb=None, target_pad=None):
+        h = mem.values
+        mu = self.mean_net(h) if self.mean_net is not None else h
+        logvar = self.logvar_net(h).float().clamp(self.logvar_min, self.logvar_max)
+        return {"acvi_mu": mu, "acvi_var": logvar.exp()}  # (B, N, d): model dtype, float32
+
+    def step(self, scores, query, mem, prepared, t):
+        attn = masked_softmax(scores)                                  # (B, N) float32
+        mu, var = prepared["acvi_mu"], prepared["acvi_var"]
+        m = attn.unsqueeze(1).bmm(mu.float()).squeeze(1)               # (B, d)
+        v = attn.pow(2).unsqueeze(1).bmm(var).squeeze(1).clamp_min(1e-12)
+        kl = gaussian_kl_to_standard(m, v)                             # (B,)
+        k = 1 if self.training else self.mc_samples
+        if k <= 0:
+            samples = None
+        elif self.training and self.sampler == "gumbel":
+            samples = self._gumbel_sample(scores, mu, var).unsqueeze(1)
+        else:
+            eps = torch.randn(m.size(0), k, m.size(1), device=m.device)   # (B, K, d)
+            samples = (m.unsqueeze(1) + v.sqrt().unsqueeze(1) * eps).to(mu.dtype)
+        return StepOutput(mean=m.to(mu.dtype), attn=attn, samples=samples, losses={"kl": kl})
+
+    def _gumbel_sample(self, scores, mu, var):
+        """Relaxed mixture sample: z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε."""
+        z = F.gumbel_softmax(torch.log_softmax(scores.float(), -1), tau=self.gumbel_tau, dim=-1)
+        m = z.unsqueeze(1).bmm(mu.float()).squeeze(1)
+        v = z.unsqueeze(1).bmm(var).squeeze(1)
+        return (m + v.sqrt() * torch.randn_like(m)).to(mu.dtype)
+
+    def loss_weight(self, name):
+        if name != "kl":
+            return 1.0
+        if self.warmup > 0:
+            return self.beta * min(1.0, self.num_updates / self.warmup)
+        return self.beta

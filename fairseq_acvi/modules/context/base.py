@@ -1,0 +1,171 @@
+"""The context-vector inference interface (METHOD.md §2) and its registry.
+
+Every seq2seq decoder of the package calls one :class:`ContextInference` in the same way::
+
+    prepared = ctx.prepare(mem, enc_final, target_emb, target_pad)   # once per batch
+    extra_in = ctx.decoder_input(prepared)                            # (B, decoder_input_dim) or None
+    for t in range(T):
+        s_t   = lstm(...)                                             # (B, d_dec)
+        e_t   = scorer(s_t, mem, coverage)                            # (B, N), -inf at padding
+        out_t = ctx.step(e_t, s_t, mem, prepared)                     # StepOutput
+        feed  = tanh(W_c [s_t; out_t.mean])                           # recurrent path uses the mean
+    # after the loop, batched over all steps:
+    lprobs = combine(out.log_weights, log_softmax(output_layer(s, out.samples)))   # (B, T, V)
+    losses = ctx.sequence_losses(out, log_prob_fn, target, prepared)  # target-dependent terms
+
+A variant therefore only decides *what the context is* (a point, K Monte-Carlo samples with
+weights, or a full enumeration) and which extra loss terms it adds; it never sees the output layer,
+the criterion or the beam search. Loss terms are unweighted per-example sums; the module's
+:meth:`loss_weight` gives the current weight (β, warm-up, annealing), so that the ``elbo``
+criterion stays generic: ``loss = NLL + Σ_name weight(name) · term(name)``.
+
+Shapes: B batch (× beam at inference), N source length, T target length, S samples, d_c context dim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from fairseq_acvi.modules.scorers import Memory
+
+CONTEXT_REGISTRY: Dict[str, type] = {}
+
+
+def register_context(name: str):
+    """Class decorator: make a variant selectable with ``--context-inference NAME``."""
+
+    def wrap(cls):
+        if name in CONTEXT_REGISTRY:
+            raise ValueError(f"context inference {name!r} registered twice")
+        cls.name = name
+        CONTEXT_REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+@dataclass
+class StepOutput:
+    """What one variant returns for one decoder step (or, stacked, for all steps: add a T dim).
+
+    mean:        (B, d_c) context for the recurrent path (input feeding, next state)
+    attn:        (B, N) float32 attention/alignment weights to report
+    samples:     (B, S, d_c) contexts for the output layer; None means "just ``mean``" (S = 1)
+    log_weights: (B, S) float32 log mixture weights over samples; None means uniform 1/S
+    combine:     "prob"    -> predictive  log Σ_s w_s p_s(y)      (MC averaging, METHOD §2.2)
+                 "logprob" -> expectation Σ_s w_s log p_s(y)      (exact E_q of an ELBO, §2.4 enum)
+    losses:      name -> (B,) unweighted per-example loss terms of this step (e.g. "kl")
+    aux:         name -> tensor, variant-private values that :meth:`sequence_losses` needs
+    """
+
+    mean: Tensor
+    attn: Tensor
+    samples: Optional[Tensor] = None
+    log_weights: Optional[Tensor] = None
+    combine: str = "prob"
+    losses: Dict[str, Tensor] = field(default_factory=dict)
+    aux: Dict[str, Tensor] = field(default_factory=dict)
+
+
+def stack_steps(steps) -> StepOutput:
+    """Stack a list of per-step outputs along a new time dim 1: (B, ...) -> (B, T, ...)."""
+    first = steps[0]
+
+    def st(get):
+        vals = [get(s) for s in steps]
+        return None if vals[0] is None else torch.stack(vals, dim=1)
+
+    return StepOutput(
+        mean=st(lambda s: s.mean),
+        attn=st(lambda s: s.attn),
+        samples=st(lambda s: s.samples),
+        log_weights=st(lambda s: s.log_weights),
+        combine=first.combine,
+        losses={k: st(lambda s, k=k: s.losses[k]) for k in first.losses},
+        aux={k: st(lambda s, k=k: s.aux[k]) for k in first.aux},
+    )
+
+
+class ContextInference(nn.Module):
+    """Base class of the five variants. Subclasses set ``context_dim`` and override ``step``.
+
+    Constructor arguments (all variants): ``args`` (the model's argparse namespace),
+    ``value_dim`` (d of the memory values h_i), ``query_dim`` (d of s_t), ``enc_final_dim``
+    (d of the final encoder state given to :meth:`prepare`).
+    """
+
+    name = "base"
+    #: extra features concatenated to every decoder input (VED's z); 0 for most variants
+    decoder_input_dim: int = 0
+    #: True when training needs the whole target (variational attention's inference network)
+    needs_target: bool = False
+
+    def __init__(self, args, value_dim: int, query_dim: int, enc_final_dim: int):
+        super().__init__()
+        self.value_dim = value_dim
+        self.context_dim = value_dim
+        self.num_updates = 0
+
+    @staticmethod
+    def add_args(parser):
+        """Options of this variant (all prefixed with the variant's name)."""
+
+    # -- once per batch ------------------------------------------------------------------------
+    def prepare(self, mem: Memory, enc_final: Tensor, target_emb: Optional[Tensor] = None,
+                target_pad: Optional[Tensor] = None) -> Dict[str, Tensor]:
+        """Per-sentence state, batch-first tensors only (reordered with the beam).
+
+        enc_final: (B, enc_final_dim); target_emb: (B, T, E) and target_pad: (B, T) bool, given
+        only in training when ``needs_target``.
+        """
+        return {}
+
+    def decoder_input(self, prepared: Dict[str, Tensor]) -> Optional[Tensor]:
+        return None
+
+    def sentence_losses(self, prepared: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        """Per-sentence terms: name -> (B,)."""
+        return {}
+
+    # -- once per decoder step -------------------------------------------------------------------
+    def step(self, scores: Tensor, query: Tensor, mem: Memory,
+             prepared: Dict[str, Tensor], t: int) -> StepOutput:
+        raise NotImplementedError
+
+    # -- once per batch, after the output layer --------------------------------------------------
+    def sequence_losses(self, out: StepOutput, log_prob_fn: Callable[[Tensor], Tensor],
+                        target: Tensor, prepared: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        """Target-dependent terms: name -> (B, T). ``log_prob_fn(ctx)`` maps contexts
+        (B, T, S, d_c) to float32 log-probabilities of ``target`` (B, T, S)."""
+        return {}
+
+    # -- schedules ---------------------------------------------------------------------------------
+    def set_num_updates(self, num_updates: int):
+        self.num_updates = num_updates
+
+    def loss_weight(self, name: str) -> float:
+        return 1.0
+
+
+def add_context_args(parser):
+    """Add ``--context-inference`` and every registered variant's options to ``parser``."""
+    parser.add_argument("--context-inference", choices=["none"] + sorted(CONTEXT_REGISTRY),
+                        help="how the context vector is inferred (METHOD.md §2)")
+    parser.add_argument("--mc-samples", type=int, metavar="K",
+                        help="Monte-Carlo samples of the context averaged at evaluation/decoding "
+                             "(0 = use the mean; fairseq-generate: --model-overrides "
+                             "\"{'mc_samples': K}\")")
+    for cls in CONTEXT_REGISTRY.values():
+        cls.add_args(parser)
+
+
+def build_context(args, value_dim: int, query_dim: int, enc_final_dim: int) -> ContextInference:
+    name = getattr(args, "context_inference", "soft")
+    if name not in CONTEXT_REGISTRY:
+        raise ValueError(f"--context-inference: unknown value {name!r}; choose from "
+                         f"{', '.join(['none'] + sorted(CONTEXT_REGISTRY))}")
+    return CONTEXT_REGISTRY[name](args, value_dim, query_dim, enc_final_dim)

@@ -1,0 +1,15 @@
+"""Soft attention: c_t = Σ_i a_ti h_i (METHOD.md §2.1, P 3). The deterministic baseline."""
+from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
+from fairseq_acvi.modules.scorers import masked_softmax
+
+
+def attend(attn, values):
+    """attn: (B, N) float32, values: (B, N, d) -> (B, d) in the values' dtype."""
+    return attn.to(values.dtype).unsqueeze(1).bmm(values).squeeze(1)
+
+
+@register_context("soft")
+class SoftContext(ContextInference):
+    def step(self, scores, query, mem, prepared, t):
+        attn = masked_softmax(scores)  # (B, N) float32
+        return StepOutput(mean=attend(attn, mem.values), attn=attn)

@@ -1,0 +1,258 @@
+"""LSTM decoder with input feeding and pluggable context inference (METHOD.md §2, §3).
+
+One decoder step (Luong et al. 2015 with input feeding, P 4, P 10):
+
+    x_t   = [E y_{t-1} ; f_{t-1} ; z]                  f: attentional hidden, z: VED latent
+    s_t   = LSTM_L(... LSTM_1(x_t))                    (B, H)
+    e_t   = scorer(s_t, mem, k_t)                      (B, N), -inf at padding (k_t: coverage)
+    out_t = context_inference.step(e_t, s_t, ...)      mean m_t, samples c_t^(1..S), attn a_t
+    f_t   = tanh(W_c [s_t ; m_t])                      recurrent path uses the mean (§2.2)
+
+After the loop, for all steps at once (one batched matmul, samples folded into the batch):
+
+    P_t = Σ_s w_s softmax(W_o tanh(W_c [s_t ; c_t^(s)]))   (D 88; float32, log-space)
+
+The decoder returns ``(lprobs, extra)``: ``lprobs`` (B, T, V) float32 *log-probabilities*
+(already normalised and MC-averaged; ``get_normalized_probs`` only exponentiates), and
+``extra = {"attn": [(B, T, N)], "losses": {name: (sum, weight or None)}}``. A weight of None
+means the criterion chooses it (the coverage loss, ``--coverage-weight``).
+
+Subclasses (the pointer-generator) override :meth:`output_log_probs` to change the output layer.
+"""
+import math
+from typing import Dict, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.models import FairseqIncrementalDecoder
+from torch import Tensor
+
+from fairseq_acvi.modules.context import StepOutput, build_context, stack_steps
+from fairseq_acvi.modules.scorers import Memory, build_scorer
+
+#: above this many float32 elements (B·T·S·V) the sample average runs sample by sample
+_MC_CHUNK_ELEMENTS = 1 << 26
+
+
+def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Tensor:
+    """Combine per-sample log-probabilities (METHOD §2.2/§2.4).
+
+    lp: (..., S, V) float32; log_weights: (..., S) or None (uniform) ->
+    "prob": log Σ_s w_s exp(lp_s)   |   "logprob": Σ_s w_s lp_s        result (..., V)
+    """
+    S = lp.size(-2)
+    if S == 1:
+        return lp.squeeze(-2)
+    if log_weights is None:
+        log_weights = lp.new_full(lp.shape[:-1], -math.log(S))
+    if mode == "prob":
+        return torch.logsumexp(lp + log_weights.unsqueeze(-1), dim=-2)
+    if mode == "logprob":
+        return (lp * log_weights.exp().unsqueeze(-1)).sum(-2)
+    raise ValueError(f"unknown sample combination {mode!r}")
+
+
+class ContextLSTMDecoder(FairseqIncrementalDecoder):
+    def __init__(self, args, dictionary, embed_tokens: nn.Module, value_dim: int,
+                 enc_final_dim: int, coverage: bool = False):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.eos_idx = dictionary.eos()
+        self.unk_idx = dictionary.unk()
+        self.embed_tokens = embed_tokens
+        embed_dim = embed_tokens.embedding_dim
+        H = args.decoder_hidden_size
+        self.hidden_size = H
+        self.num_layers = args.decoder_layers
+        self.dropout_in = args.decoder_dropout_in
+        self.dropout_out = args.decoder_dropout_out
+        self.max_target_positions = args.max_target_positions
+        self.use_coverage = coverage
+
+        name = getattr(args, "context_inference", "soft")
+        if name == "none":  # plain seq2seq baseline: no attention, no input feeding
+            self.scorer, self.context, ctx_dim, extra_in = None, None, 0, 0
+        else:
+            self.scorer = build_scorer(args.attention_type, H, value_dim,
+                                       args.attention_dim, coverage=coverage)
+            self.context = build_context(args, self.scorer.value_dim, H, enc_final_dim)
+            ctx_dim, extra_in = self.context.context_dim, self.context.decoder_input_dim
+        self.out_dim = args.decoder_out_embed_dim
+        self.feed_dim = self.out_dim if self.context is not None else 0
+        self.word_keep = getattr(self.context, "word_keep", 1.0)
+
+        in_dim = embed_dim + self.feed_dim + extra_in
+        self.layers = nn.ModuleList(
+            [nn.LSTMCell(in_dim if i == 0 else H, H) for i in range(self.num_layers)])
+        self.init_h = nn.Linear(enc_final_dim, H)
+        self.init_c = nn.Linear(enc_final_dim, H)
+        self.W_c = nn.Linear(H + ctx_dim, self.out_dim, bias=False)
+        self.fc_out = nn.Linear(self.out_dim, len(dictionary))
+
+    # ------------------------------------------------------------------------------------------
+    def forward(self, prev_output_tokens: Tensor, encoder_out: Dict, incremental_state=None,
+                **unused):
+        """prev_output_tokens: (B, T) -> (lprobs (B, T', V) float32, extra); T' = 1 when
+        decoding incrementally."""
+        cache = self._get_cache(incremental_state)
+        if cache is None:
+            cache = self._start(encoder_out, prev_output_tokens, incremental_state is None)
+        if incremental_state is not None:
+            t0 = prev_output_tokens.size(1) - 1
+            prev_output_tokens = prev_output_tokens[:, -1:]
+        else:
+            t0 = 0
+        tokens = prev_output_tokens
+        if self.training and self.word_keep < 1.0:
+            drop = torch.rand(tokens.shape, device=tokens.device) > self.word_keep
+            tokens = tokens.masked_fill(drop & tokens.ne(self.padding_idx), self.unk_idx)
+        x = F.dropout(self.embed_tokens(tokens), p=self.dropout_in, training=self.training)
+        B, T, _ = x.shape
+
+        h, c = list(cache["h"].unbind(0)), list(cache["c"].unbind(0))
+        feed, coverage = cache.get("feed"), cache.get("coverage")
+        mem = Memory(cache["keys"], cache["values"], cache["pad"]) if self.context else None
+        prepared = {k[len("prep_"):]: v for k, v in cache.items() if k.startswith("prep_")}
+        extra_in = self.context.decoder_input(prepared) if self.context else None
+
+        s_all, feeds, steps, cov_losses = [], [], [], []
+        for t in range(T):
+            parts = [x[:, t]]
+            if feed is not None:
+                parts.append(F.dropout(feed, p=self.dropout_out, training=self.training))
+            if extra_in is not None:
+                parts.append(extra_in.to(x.dtype))
+            inp = torch.cat(parts, dim=1)
+            for i, cell in enumerate(self.layers):
+                h[i], c[i] = cell(inp, (h[i], c[i]))
+                inp = F.dropout(h[i], p=self.dropout_out, training=self.training)
+            s_t = h[-1]
+            s_all.append(s_t)
+            if self.context is None:
+                continue
+            scores = self.scorer(s_t, mem, coverage)
+            out = self.context.step(scores, s_t, mem, prepared, t0 + t)
+            if coverage is not None:
+                cov_losses.append(torch.minimum(out.attn, coverage.float()).sum(-1))
+                coverage = coverage + out.attn.to(coverage.dtype)
+            feed = torch.tanh(self.W_c(torch.cat([s_t, out.mean.to(s_t.dtype)], dim=1)))
+            feeds.append(feed)
+            steps.append(out)
+
+        new_cache = dict(cache, h=torch.stack(h), c=torch.stack(c))
+        if feed is not None:
+            new_cache["feed"] = feed
+        if coverage is not None:
+            new_cache["coverage"] = coverage
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "cache", new_cache)
+
+        s = torch.stack(s_all, dim=1)                                  # (B, T, H)
+        if self.context is None:
+            lprobs = self._log_softmax(self.fc_out(F.dropout(s, self.dropout_out, self.training)))
+            return lprobs, {"attn": [None], "losses": {}}
+
+        out = stack_steps(steps)                                       # fields (B, T, ...)
+        feeds = torch.stack(feeds, dim=1)                              # (B, T, out_dim)
+        lprobs = self._predict(s, feeds, out, x, cache)
+        nonpad = prev_output_tokens.ne(self.padding_idx)               # (B, T)
+        losses = {}
+        for name, val in out.losses.items():
+            losses[name] = ((val * nonpad).sum(), self.context.loss_weight(name))
+        if cov_losses:
+            losses["coverage"] = ((torch.stack(cov_losses, 1) * nonpad).sum(), None)
+        if self.training and self.context.needs_target:
+            target = self._targets(prev_output_tokens)
+            fn = lambda ctx: self.output_log_probs(s, ctx, out, x, cache).gather(  # noqa: E731
+                -1, target[:, :, None, None].expand(*ctx.shape[:3], 1)).squeeze(-1)
+            for name, val in self.context.sequence_losses(out, fn, target, prepared).items():
+                losses[name] = ((val * nonpad).sum(), self.context.loss_weight(name))
+        if incremental_state is None or t0 == 0:
+            for name, val in self.context.sentence_losses(prepared).items():
+                losses[name] = (val.sum(), self.context.loss_weight(name))
+        return lprobs, {"attn": [out.attn], "losses": losses}
+
+    # ------------------------------------------------------------------------------------------
+    def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,
+                         cache: Dict[str, Tensor]) -> Tensor:
+        """Output layer (P 4): s (B, T, H), ctx (B, T, S, d_c) -> log-probs (B, T, S, V) fp32."""
+        s = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
+        hid = torch.tanh(self.W_c(torch.cat([s, ctx.to(s.dtype)], dim=-1)))
+        return self._log_softmax(self.fc_out(F.dropout(hid, self.dropout_out, self.training)))
+
+    def _predict(self, s, feeds, out: StepOutput, x, cache):
+        if out.samples is None:  # one context per step, the mean: reuse the recurrent path
+            return self._log_softmax(self.fc_out(F.dropout(feeds, self.dropout_out, self.training)))
+        B, T, S = out.samples.shape[:3]
+        if B * T * S * len(self.dictionary) <= _MC_CHUNK_ELEMENTS or out.combine != "prob":
+            lp = self.output_log_probs(s, out.samples, out, x, cache)
+            return combine_samples(lp, out.log_weights, out.combine)
+        # large batch with many samples (validation): accumulate log Σ w p sample by sample
+        acc = None
+        for i in range(S):
+            lw = (out.log_weights[:, :, i:i + 1, None] if out.log_weights is not None
+                  else -math.log(S))
+            lp = self.output_log_probs(s, out.samples[:, :, i:i + 1], out, x, cache) + lw
+            acc = lp.squeeze(2) if acc is None else torch.logaddexp(acc, lp.squeeze(2))
+        return acc
+
+    @staticmethod
+    def _log_softmax(logits: Tensor) -> Tensor:
+        return F.log_softmax(logits.float(), dim=-1)
+
+    def _targets(self, prev_output_tokens: Tensor) -> Tensor:
+        """Rebuild the target y_1..y_T from prev_output_tokens = [eos, y_1, …] (right padded)."""
+        pad = prev_output_tokens.new_full((prev_output_tokens.size(0), 1), self.padding_idx)
+        tgt = torch.cat([prev_output_tokens[:, 1:], pad], dim=1)
+        last = prev_output_tokens.ne(self.padding_idx) & tgt.eq(self.padding_idx)
+        return tgt.masked_fill(last, self.eos_idx)
+
+    # -- state -----------------------------------------------------------------------------------
+    def _start(self, encoder_out, prev_output_tokens, full_sequence: bool) -> Dict[str, Tensor]:
+        """Per-sentence state: initial LSTM state, prepared memory and context state."""
+        final = encoder_out["encoder_final"][0]                        # (L_enc, B, 2H_enc)
+        final_c = encoder_out["encoder_final_cell"][0]
+        L = final.size(0)
+        idx = [min(i, L - 1) for i in range(self.num_layers)]
+        cache = {
+            "h": torch.stack([torch.tanh(self.init_h(final[j])) for j in idx]),
+            "c": torch.stack([self.init_c(final_c[j]) for j in idx]),
+        }
+        if self.context is None:
+            return cache
+        h = encoder_out["encoder_out"][0]                               # (B, N, d)
+        pad = encoder_out["encoder_padding_mask"][0]
+        mem = self.scorer.prepare(h, pad)
+        cache.update(keys=mem.keys, values=mem.values, pad=mem.pad_mask)
+        B = h.size(0)
+        cache["feed"] = h.new_zeros(B, self.feed_dim)
+        if self.use_coverage:
+            cache["coverage"] = h.new_zeros(B, h.size(1), dtype=torch.float32)
+        target_emb = target_pad = None
+        if self.context.needs_target and self.training and full_sequence:
+            target = self._targets(prev_output_tokens)
+            target_emb, target_pad = self.embed_tokens(target), target.eq(self.padding_idx)
+        prepared = self.context.prepare(mem, final[-1], target_emb, target_pad)
+        cache.update({"prep_" + k: v for k, v in prepared.items()})
+        return cache
+
+    def _get_cache(self, incremental_state):
+        if incremental_state is None:
+            return None
+        return self.get_incremental_state(incremental_state, "cache")
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        cache = self._get_cache(incremental_state)
+        if cache is None:
+            return
+        new = {k: (v.index_select(1, new_order) if k in ("h", "c") else v.index_select(0, new_order))
+               for k, v in cache.items()}
+        self.set_incremental_state(incremental_state, "cache", new)
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        lprobs = net_output[0].float()
+        return lprobs if log_probs else lprobs.exp()
+
+    def max_positions(self):
+        return self.max_target_positions

@@ -1,0 +1,84 @@
+"""Bidirectional multi-layer LSTM encoder shared by the seq2seq models (METHOD.md §3).
+
+Input: token ids (translation, summarization) or precomputed feature vectors (video); the
+``encode`` method takes already-embedded inputs so both paths share the recurrent part.
+Output (a dict, so fairseq's beam search can reorder it)::
+
+    encoder_out:          [h]            h: (B, N, 2·H) right-padded annotations h_i
+    encoder_padding_mask: [pad]          pad: (B, N) bool, True at padding
+    encoder_final:        [f]            f: (L, B, 2·H) final fwd/bwd hidden state per layer
+    encoder_final_cell:   [fc]           fc: (L, B, 2·H) final fwd/bwd cell state per layer
+    src_tokens:           [tokens]       (B, N) right-padded ids (copy mechanisms need them)
+"""
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.models import FairseqEncoder
+from torch import Tensor
+
+
+class BiLSTMEncoder(FairseqEncoder):
+    def __init__(self, dictionary, embed_dim: int, hidden_size: int, num_layers: int,
+                 dropout_in: float, dropout_out: float, embed_tokens: Optional[nn.Module] = None,
+                 max_positions: int = 1024):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad() if dictionary is not None else 0
+        self.embed_tokens = embed_tokens
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.output_units = 2 * hidden_size
+        self.dropout_in, self.dropout_out = dropout_in, dropout_out
+        self.lstm = nn.LSTM(embed_dim, hidden_size, num_layers=num_layers, bidirectional=True,
+                            batch_first=True, dropout=dropout_out if num_layers > 1 else 0.0)
+        self._max_positions = max_positions
+
+    def forward(self, src_tokens: Tensor, src_lengths: Tensor, **unused) -> Dict[str, List[Tensor]]:
+        """src_tokens: (B, N) (left or right padded); src_lengths: (B,)."""
+        tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
+        pad = tokens.eq(self.padding_idx)
+        empty = (~pad).sum(1).le(1) & tokens[:, 0].eq(self.dictionary.eos())
+        if empty.any():
+            raise ValueError(
+                f"{int(empty.sum())} empty source sentence(s) (only </s>) in the batch: the text "
+                "given to fairseq-preprocess has empty lines; remove them (grep -n '^$' FILE)")
+        x = self.embed_tokens(tokens)
+        out = self.encode(x, (~pad).sum(1), pad)
+        out["src_tokens"] = [tokens]
+        return out
+
+    def encode(self, x: Tensor, lengths: Tensor, pad: Tensor) -> Dict[str, List[Tensor]]:
+        """x: (B, N, E) right-padded inputs; lengths: (B,); pad: (B, N) bool."""
+        if (lengths == 0).any():
+            raise ValueError("empty source sequence in the batch: every source needs ≥ 1 token")
+        x = F.dropout(x, p=self.dropout_in, training=self.training)
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        packed_out, (h_n, c_n) = self.lstm(packed)
+        h, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True,
+                                                total_length=x.size(1))
+        h = F.dropout(h, p=self.dropout_out, training=self.training)
+        bsz = x.size(0)
+
+        def merge(state):  # (2·L, B, H) -> (L, B, 2·H): [forward; backward] per layer
+            return state.view(self.num_layers, 2, bsz, -1).transpose(1, 2).reshape(
+                self.num_layers, bsz, -1)
+
+        return {
+            "encoder_out": [h],
+            "encoder_padding_mask": [pad],
+            "encoder_final": [merge(h_n)],
+            "encoder_final_cell": [merge(c_n)],
+        }
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        out = {}
+        for key, vals in encoder_out.items():
+            dim = 1 if key in ("encoder_final", "encoder_final_cell") else 0
+            out[key] = [v.index_select(dim, new_order) for v in vals]
+        return out
+
+    def max_positions(self):
+        return self._max_positions

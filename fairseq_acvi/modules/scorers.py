@@ -1,0 +1,168 @@
+"""Attention scorers (METHOD.md §1), one small interface shared by every seq2seq model.
+
+A scorer turns a decoder query ``s_t`` and the encoder memory into *masked* scores ``e_t``:
+padded source positions get ``-inf`` before any softmax (never renormalised afterwards).
+
+Usage, once per source batch and then once per decoder step::
+
+    mem = scorer.prepare(h, pad_mask)          # h: (B, N, d_enc), pad_mask: (B, N) bool
+    e_t = scorer(s_t, mem, coverage=k_t)       # s_t: (B, d_dec) -> e_t: (B, N)
+    c_t = softmax(e_t) @ mem.values            # mem.values: (B, N, value_dim)
+
+``prepare`` does all the per-source work (key projections) so that the per-step path is one
+small matmul; ``mem`` is a :class:`Memory` whose tensors are batch-first and can be reordered
+with :meth:`Memory.index_select` when a beam search reorders hypotheses.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+SCORERS = ("additive", "multiplicative", "scaled-dot", "key-value")
+
+
+@dataclass
+class Memory:
+    """Encoder memory prepared for scoring.
+
+    keys:     (B, N, k) projected keys (what the per-step score reads)
+    values:   (B, N, value_dim) what contexts average over (``h`` itself unless key-value)
+    pad_mask: (B, N) bool, True at padding
+    """
+
+    keys: Tensor
+    values: Tensor
+    pad_mask: Tensor
+
+    def index_select(self, order: Tensor) -> "Memory":
+        return Memory(
+            self.keys.index_select(0, order),
+            self.values.index_select(0, order),
+            self.pad_mask.index_select(0, order),
+        )
+
+
+def masked_fill_scores(scores: Tensor, pad_mask: Tensor) -> Tensor:
+    """Set padded positions to -inf (works for fp16 too). scores, pad_mask: (B, N)."""
+    return scores.masked_fill(pad_mask, float("-inf"))
+
+
+class Scorer(nn.Module):
+    """Base class: ``prepare`` once per batch, ``forward`` once per decoder step."""
+
+    value_dim: int
+
+    def prepare(self, h: Tensor, pad_mask: Tensor) -> Memory:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def score(self, query: Tensor, mem: Memory, coverage: Optional[Tensor]) -> Tensor:
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def forward(self, query: Tensor, mem: Memory, coverage: Optional[Tensor] = None) -> Tensor:
+        """query: (B, d_dec); coverage: (B, N) or None -> masked scores (B, N)."""
+        return masked_fill_scores(self.score(query, mem, coverage), mem.pad_mask)
+
+
+class AdditiveScorer(Scorer):
+    """Bahdanau: e_ti = vᵀ tanh(W_h h_i + W_s s_t + w_k k_ti + b)   (P 1, P 8).
+
+    ``attn_dim`` is the size of the projections (100 for video captioning, P App. B).
+    The coverage term w_k k_ti exists only when ``coverage=True``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int, coverage: bool = False):
+        super().__init__()
+        self.W_h = nn.Linear(key_dim, attn_dim, bias=False)
+        self.W_s = nn.Linear(query_dim, attn_dim, bias=True)
+        self.v = nn.Linear(attn_dim, 1, bias=False)
+        self.w_k = nn.Parameter(torch.zeros(attn_dim)) if coverage else None
+        self.value_dim = key_dim
+
+    def prepare(self, h, pad_mask):
+        return Memory(self.W_h(h), h, pad_mask)
+
+    def score(self, query, mem, coverage):
+        pre = mem.keys + self.W_s(query).unsqueeze(1)  # (B, N, a)
+        if self.w_k is not None and coverage is not None:
+            pre = pre + coverage.unsqueeze(-1).to(pre.dtype) * self.w_k
+        return self.v(torch.tanh(pre)).squeeze(-1)
+
+
+class MultiplicativeScorer(Scorer):
+    """Luong "general": e_ti = h_iᵀ W s_t   (P 10). W is applied to h once per batch."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int = 0, coverage: bool = False):
+        super().__init__()
+        self.W = nn.Linear(key_dim, query_dim, bias=False)
+        self.value_dim = key_dim
+
+    def prepare(self, h, pad_mask):
+        return Memory(self.W(h), h, pad_mask)
+
+    def score(self, query, mem, coverage):
+        return torch.bmm(mem.keys, query.unsqueeze(2)).squeeze(2)
+
+
+class ScaledDotScorer(Scorer):
+    """e_ti = (P_h h_i)ᵀ (P_s s_t) / √a, both projected to a common size a (seed 003)."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int, coverage: bool = False):
+        super().__init__()
+        self.P_h = nn.Linear(key_dim, attn_dim, bias=False)
+        self.P_s = nn.Linear(query_dim, attn_dim, bias=False)
+        self.scale = 1.0 / math.sqrt(attn_dim)
+        self.value_dim = key_dim
+
+    def prepare(self, h, pad_mask):
+        return Memory(self.P_h(h) * self.scale, h, pad_mask)
+
+    def score(self, query, mem, coverage):
+        return torch.bmm(mem.keys, self.P_s(query).unsqueeze(2)).squeeze(2)
+
+
+class KeyValueScorer(Scorer):
+    """[k_i; v_i] = T h_i; scores from an inner scorer on k_i, contexts from v_i (seed 003)."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int, coverage: bool = False,
+                 inner: str = "multiplicative"):
+        super().__init__()
+        self.T = nn.Linear(key_dim, 2 * key_dim, bias=False)
+        self.inner = build_scorer(inner, query_dim, key_dim, attn_dim, coverage)
+        self.value_dim = key_dim
+
+    def prepare(self, h, pad_mask):
+        k, v = self.T(h).chunk(2, dim=-1)
+        inner = self.inner.prepare(k, pad_mask)
+        return Memory(inner.keys, v, pad_mask)
+
+    def score(self, query, mem, coverage):
+        return self.inner.score(query, mem, coverage)
+
+
+_CLASSES = {
+    "additive": AdditiveScorer,
+    "multiplicative": MultiplicativeScorer,
+    "scaled-dot": ScaledDotScorer,
+    "key-value": KeyValueScorer,
+}
+
+
+def build_scorer(name: str, query_dim: int, key_dim: int, attn_dim: int,
+                 coverage: bool = False) -> Scorer:
+    """Build a scorer by name; unknown names raise a ValueError listing the choices."""
+    if name not in _CLASSES:
+        raise ValueError(f"--attention-type: unknown scorer {name!r}; choose from {', '.join(SCORERS)}")
+    if coverage and name != "additive":
+        raise ValueError("the coverage feature exists only for --attention-type additive (METHOD.md §1)")
+    return _CLASSES[name](query_dim, key_dim, attn_dim, coverage=coverage)
+
+
+def masked_softmax(scores: Tensor) -> Tensor:
+    """Softmax over the last dim in float32 (scores already hold -inf at padding)."""
+    return F.softmax(scores.float(), dim=-1)

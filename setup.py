@@ -1,0 +1,28 @@
+"""fairseq-acvi: latent-variable attention (ACVI, t-MEM-NN and friends) as a fairseq plugin."""
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-acvi",
+    version="0.1.0",
+    description="Amortized context vector inference and Bayesian memory networks for fairseq",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["fairseq_acvi", "fairseq_acvi.*"]),
+    install_requires=[
+        # Keep torch loose: install torch first (README), this range must admit it.
+        "torch>=2.0",
+        # fairseq 0.12.2 does not import on Python 3.11; this build is upstream main + that fix.
+        "fairseq-fixed==0.12.3.1",
+        "numpy",
+        "sacrebleu>=2.0",
+        "sentencepiece",
+    ],
+    extras_require={
+        "eval": ["rouge-score", "nltk", "pycocoevalcap", "matplotlib"],
+        "test": ["pytest"],
+    },
+    entry_points={
+        "console_scripts": [],
+    },
+)

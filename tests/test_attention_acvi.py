@@ -1,0 +1,175 @@
+"""Scorers (METHOD §1) and the soft / ACVI context inference (§2.1-2.2)."""
+import argparse
+import math
+
+import pytest
+import torch
+
+from fairseq_acvi.modules.context import CONTEXT_REGISTRY, build_context
+from fairseq_acvi.modules.context.acvi import gaussian_kl_to_standard
+from fairseq_acvi.modules.context_decoder import combine_samples
+from fairseq_acvi.modules.scorers import SCORERS, build_scorer, masked_softmax
+
+
+def _memory(B=3, N=7, d=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(B, N, d, generator=g)
+    lengths = torch.tensor([N, N - 2, 1])[:B]
+    pad = torch.arange(N)[None, :] >= lengths[:, None]
+    return h, pad
+
+
+@pytest.mark.parametrize("name", SCORERS)
+def test_scorers_mask_before_softmax(name):
+    torch.manual_seed(0)
+    h, pad = _memory()
+    scorer = build_scorer(name, query_dim=5, key_dim=8, attn_dim=6)
+    mem = scorer.prepare(h, pad)
+    scores = scorer(torch.randn(3, 5), mem)
+    assert scores.shape == (3, 7)
+    assert torch.isinf(scores[pad]).all() and torch.isfinite(scores[~pad]).all()
+    a = masked_softmax(scores)
+    assert torch.all(a[pad] == 0)
+    torch.testing.assert_close(a.sum(-1), torch.ones(3))
+    assert a[2, 0] == 1.0  # a one-token source attends fully to it
+
+
+def test_additive_scorer_formula_and_coverage():
+    torch.manual_seed(0)
+    h, pad = _memory()
+    sc = build_scorer("additive", 5, 8, 6, coverage=True)
+    with torch.no_grad():
+        sc.w_k.normal_()
+    mem = sc.prepare(h, pad)
+    s, k = torch.randn(3, 5), torch.rand(3, 7)
+    want = (torch.tanh(h @ sc.W_h.weight.T + (s @ sc.W_s.weight.T + sc.W_s.bias)[:, None]
+                       + k[..., None] * sc.w_k) @ sc.v.weight.T).squeeze(-1)
+    got = sc(s, mem, coverage=k)
+    torch.testing.assert_close(got[~pad], want[~pad])
+    assert not torch.allclose(sc(s, mem, coverage=None)[~pad], got[~pad])
+
+
+def test_multiplicative_is_luong_general():
+    torch.manual_seed(0)
+    h, pad = _memory()
+    sc = build_scorer("multiplicative", 5, 8, 0)
+    s = torch.randn(3, 5)
+    want = torch.einsum("bnd,ed,be->bn", h, sc.W.weight, s)
+    torch.testing.assert_close(sc(s, sc.prepare(h, pad))[~pad], want[~pad])
+
+
+def test_bad_scorer_options():
+    with pytest.raises(ValueError, match="--attention-type"):
+        build_scorer("cosine", 4, 4, 4)
+    with pytest.raises(ValueError, match="coverage"):
+        build_scorer("multiplicative", 4, 4, 4, coverage=True)
+    with pytest.raises(ValueError, match="--context-inference"):
+        build_context(argparse.Namespace(context_inference="hard"), 4, 4, 4)
+
+
+def test_kl_closed_form_matches_monte_carlo():
+    torch.manual_seed(0)
+    m, v = torch.randn(4, 6) * 0.7, torch.rand(4, 6) * 2 + 0.1
+    kl = gaussian_kl_to_standard(m, v)
+    c = m + v.sqrt() * torch.randn(200_000, 4, 6)
+    logq = torch.distributions.Normal(m, v.sqrt()).log_prob(c).sum(-1)
+    logp = torch.distributions.Normal(0.0, 1.0).log_prob(c).sum(-1)
+    mc = (logq - logp).mean(0)
+    torch.testing.assert_close(kl, mc, atol=0.03, rtol=0.02)
+    assert torch.all(kl >= 0)
+    assert gaussian_kl_to_standard(torch.zeros(3), torch.ones(3)).item() == 0.0
+
+
+def _acvi(**kw):
+    args = argparse.Namespace(context_inference="acvi", mc_samples=kw.pop("mc_samples", 10), **kw)
+    return build_context(args, value_dim=8, query_dim=5, enc_final_dim=8)
+
+
+def test_acvi_moments_and_sampling_distribution():
+    torch.manual_seed(0)
+    h, pad = _memory()
+    ctx = _acvi(mc_samples=4000).eval()
+    scorer = build_scorer("multiplicative", 5, 8, 0)
+    mem = scorer.prepare(h, pad)
+    scores = scorer(torch.randn(3, 5), mem)
+    prep = ctx.prepare(mem, h[:, 0])
+    out = ctx.step(scores, None, mem, prep, 0)
+    a = masked_softmax(scores)
+    m = torch.einsum("bn,bnd->bd", a, h)
+    v = torch.einsum("bn,bnd->bd", a ** 2, prep["acvi_var"])
+    torch.testing.assert_close(out.mean, m)               # μ(h) = h: the mean is soft attention
+    assert out.samples.shape == (3, 4000, 8)
+    torch.testing.assert_close(out.samples.mean(1), m, atol=0.1, rtol=0)
+    torch.testing.assert_close(out.samples.var(1), v, atol=0.05, rtol=0.1)
+    torch.testing.assert_close(out.losses["kl"], gaussian_kl_to_standard(m, v))
+    assert torch.all(out.attn[pad] == 0)
+
+
+def test_acvi_equals_soft_attention_when_sigma_to_zero():
+    torch.manual_seed(0)
+    h, pad = _memory()
+    acvi = _acvi(mc_samples=3)
+    soft = build_context(argparse.Namespace(context_inference="soft"), 8, 5, 8)
+    with torch.no_grad():
+        acvi.logvar_net[-1].weight.zero_()
+        acvi.logvar_net[-1].bias.fill_(-40.0)             # σ² → e^-20 after clamping
+    scorer = build_scorer("multiplicative", 5, 8, 0)
+    mem = scorer.prepare(h, pad)
+    scores = scorer(torch.randn(3, 5), mem)
+    ref = soft.step(scores, None, mem, {}, 0).mean
+    for mode in (acvi.train(), acvi.eval()):
+        out = mode.step(scores, None, mem, mode.prepare(mem, h[:, 0]), 0)
+        torch.testing.assert_close(out.samples, ref[:, None].expand_as(out.samples),
+                                   atol=1e-3, rtol=0)
+    zero = _acvi(mc_samples=0).eval()
+    out = zero.step(scores, None, mem, zero.prepare(mem, h[:, 0]), 0)
+    assert out.samples is None
+    torch.testing.assert_close(out.mean, ref)
+
+
+def test_acvi_gradients_and_kl_warmup():
+    torch.manual_seed(0)
+    h, pad = _memory()
+    h.requires_grad_(True)
+    acvi = _acvi(acvi_kl_warmup_updates=100, acvi_beta=0.5, acvi_mean="mlp", acvi_logvar_layers=2)
+    scorer = build_scorer("additive", 5, 8, 6)
+    mem = scorer.prepare(h, pad)
+    out = acvi.train().step(scorer(torch.randn(3, 5), mem), None, mem, acvi.prepare(mem, h[:, 0]), 0)
+    (out.samples.sum() + out.losses["kl"].sum()).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in acvi.parameters())
+    assert h.grad[~pad].abs().sum() > 0 and torch.all(h.grad[pad] == 0)
+    assert acvi.loss_weight("kl") == 0.0
+    acvi.set_num_updates(50)
+    assert acvi.loss_weight("kl") == pytest.approx(0.25)
+    acvi.set_num_updates(1000)
+    assert acvi.loss_weight("kl") == pytest.approx(0.5)
+
+
+def test_acvi_gumbel_sampler_is_a_mixture_member():
+    torch.manual_seed(0)
+    h, pad = _memory()
+    acvi = _acvi(acvi_sampler="gumbel", acvi_gumbel_temperature=0.01).train()
+    with torch.no_grad():
+        acvi.logvar_net[-1].bias.fill_(-40.0)
+        acvi.logvar_net[-1].weight.zero_()
+    scorer = build_scorer("multiplicative", 5, 8, 0)
+    mem = scorer.prepare(h, pad)
+    out = acvi.step(scorer(torch.randn(3, 5), mem), None, mem, acvi.prepare(mem, h[:, 0]), 0)
+    # with τ → 0 and σ → 0 a sample is (almost) one of the real, non-padded h_i
+    d = (out.samples[:, 0, None, :] - h).norm(dim=-1).masked_fill(pad, float("inf"))
+    assert torch.all(d.min(-1).values < 0.05)
+
+
+def test_combine_samples_prob_and_logprob():
+    lp = torch.log_softmax(torch.randn(2, 3, 4, 5), -1)
+    lw = torch.log_softmax(torch.randn(2, 3, 4), -1)
+    mix = combine_samples(lp, lw, "prob")
+    torch.testing.assert_close(mix.exp(), (lp.exp() * lw.exp()[..., None]).sum(2))
+    torch.testing.assert_close(mix.exp().sum(-1), torch.ones(2, 3))
+    torch.testing.assert_close(combine_samples(lp, lw, "logprob"), (lp * lw.exp()[..., None]).sum(2))
+    uni = combine_samples(lp, None, "prob")
+    torch.testing.assert_close(uni.exp(), lp.exp().mean(2))
+
+
+def test_registry_has_the_five_variants_or_reports_missing():
+    assert {"soft", "acvi"} <= set(CONTEXT_REGISTRY)

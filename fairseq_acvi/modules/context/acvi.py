@@ -41,6 +41,9 @@ class ACVIContext(ContextInference):
         depth = getattr(args, "acvi_logvar_layers", 1)
         self.mean_net = mlp(d, d, d, 1) if getattr(args, "acvi_mean", "identity") == "mlp" else None
         self.logvar_net = mlp(d, d, d, depth)
+        # start close to the σ → 0 limit (= soft attention): with σ² ≈ 1 at initialisation the
+        # noise drowns the (small) LSTM annotations and the decoder learns to ignore the context
+        nn.init.constant_(self.logvar_net[-1].bias, getattr(args, "acvi_logvar_init", -6.0))
         self.logvar_min, self.logvar_max = -20.0, 10.0
         self.sampler = getattr(args, "acvi_sampler", "gaussian")
         self.gumbel_tau = getattr(args, "acvi_gumbel_temperature", 0.5)
@@ -54,6 +57,9 @@ class ACVIContext(ContextInference):
                             help="μ(h): identity (P 17, default) or a 2-layer MLP (D 79)")
         parser.add_argument("--acvi-logvar-layers", type=int, metavar="L",
                             help="hidden ReLU layers of the log σ² network (P 18: 1, D 80: 2)")
+        parser.add_argument("--acvi-logvar-init", type=float, metavar="X",
+                            help="initial bias of the log σ² output layer (default -6: starts "
+                                 "near soft attention)")
         parser.add_argument("--acvi-sampler", choices=["gaussian", "gumbel"],
                             help="training sample: moment-matched Gaussian with one ε per step "
                                  "(default) or Gumbel-softmax mixture sampling (P 23)")

@@ -1,0 +1,159 @@
+"""Evaluate generated summaries: ROUGE-1/2/L, METEOR exact/full, novel-word and OOV-adoption rates.
+
+    python -m fairseq_acvi.cli.eval_summarization --hyp H --ref R [--src S] [--dict D] \
+        [--meteor exact,full|none] [--json OUT]
+
+H, R (and S) are line-aligned: line i of each is example i (a last line without a trailing
+newline is fine). Empty lines are an error naming the file and line (``--allow-empty-hyp`` scores
+an empty hypothesis as an empty summary instead). Metric definitions: ROUGE in
+:mod:`fairseq_acvi.metrics.rouge`, METEOR in :mod:`fairseq_acvi.metrics.meteor`, novelty in
+:mod:`fairseq_acvi.metrics.novelty` (METHOD §5, P Tables 1-2). Hypotheses must already have
+their ``<unk-j>`` markers restored (``data_scripts/restore_oov.py``); a left-over marker is an
+error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_acvi.data.oov_markers import FAIRSEQ_SPECIALS, marker_position
+
+
+def read_lines(path: str, allow_empty: bool = False) -> List[str]:
+    """Lines of a text file (no newline); an empty line raises ``ValueError`` naming file:line."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    out = []
+    for i, line in enumerate(lines, 1):
+        line = line.rstrip("\r")
+        if not allow_empty and not line.strip():
+            raise ValueError(f"{path}:{i}: empty line")
+        out.append(line)
+    if not out:
+        raise ValueError(f"{path}: no lines")
+    return out
+
+
+def read_aligned(paths: Dict[str, str], allow_empty: Sequence[str] = ()) -> Dict[str, List[str]]:
+    """Read several line-aligned files; a line-count mismatch raises naming both files."""
+    data = {k: read_lines(p, allow_empty=k in allow_empty) for k, p in paths.items()}
+    keys = list(data)
+    for k in keys[1:]:
+        if len(data[k]) != len(data[keys[0]]):
+            raise ValueError(f"{paths[k]} has {len(data[k])} lines but {paths[keys[0]]} has "
+                             f"{len(data[keys[0]])}: the files must be line-aligned")
+    return data
+
+
+def vocab_from_dict(path: str) -> set:
+    """Lower-cased real vocabulary of a fairseq ``dict.txt`` (markers and specials left out)."""
+    words = set()
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            w = line.split(" ")[0].strip()
+            if not w:
+                raise ValueError(f"{path}:{i}: expected 'word count', got {line!r}")
+            if marker_position(w) < 0 and w not in FAIRSEQ_SPECIALS:
+                words.add(w.lower())
+    return words
+
+
+def evaluate(hyps: List[str], refs: List[str], srcs: Optional[List[str]] = None,
+             vocab: Optional[set] = None, meteor_modes: Sequence[str] = ("exact", "full"),
+             hyp_name: str = "hyp") -> Dict[str, object]:
+    """All figures for one system; keys as in the JSON output (scores × 100)."""
+    from fairseq_acvi.metrics.meteor import meteor
+    from fairseq_acvi.metrics.novelty import novelty
+    from fairseq_acvi.metrics.rouge import rouge
+
+    for i, h in enumerate(hyps, 1):
+        for t in h.split():
+            if marker_position(t) >= 0:
+                raise ValueError(f"{hyp_name}:{i}: unrestored OOV marker {t}; run "
+                                 "data_scripts/restore_oov.py first")
+    res: Dict[str, object] = {"n": len(hyps)}
+    r = rouge(hyps, refs)
+    res.update({"rouge1": r["rouge1"], "rouge2": r["rouge2"], "rougeL": r["rougeLsum"]})
+    for mode in meteor_modes:
+        res[f"meteor_{mode}"] = meteor(hyps, refs, mode=mode)["score"]
+    if srcs is not None:
+        res.update(novelty(hyps, srcs, vocab))
+    return res
+
+
+ROWS = [("n", "examples", "{:.0f}"), ("rouge1", "ROUGE-1 F1", "{:.2f}"),
+        ("rouge2", "ROUGE-2 F1", "{:.2f}"), ("rougeL", "ROUGE-L F1 (summary-level)", "{:.2f}"),
+        ("meteor_exact", "METEOR exact", "{:.2f}"), ("meteor_full", "METEOR full", "{:.2f}"),
+        ("novel_rate", "novel-word rate (% tokens)", "{:.3f}"),
+        ("oov_adoption", "OOV-adoption rate (% tokens)", "{:.3f}"),
+        ("unk_rate", "unknown-token rate (% tokens)", "{:.3f}"),
+        ("oov_per_summary", "adopted OOV tokens / summary", "{:.3f}")]
+
+
+def format_table(res: Dict[str, object]) -> str:
+    lines = []
+    for key, label, fmt in ROWS:
+        if key in res and res[key] is not None:
+            lines.append(f"{label:<32} {fmt.format(res[key])}")
+    return "\n".join(lines)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--hyp", required=True, help="generated summaries, one per line")
+    p.add_argument("--ref", required=True, help="reference summaries, line-aligned with --hyp")
+    p.add_argument("--src", help="source articles, line-aligned (enables the novelty figures)")
+    p.add_argument("--dict", help="the model's dict.txt (enables the OOV-adoption rate; "
+                                  "needs --src)")
+    p.add_argument("--meteor", default="exact,full",
+                   help="comma-separated METEOR modes among exact,full, or 'none' "
+                        "(default: exact,full)")
+    p.add_argument("--allow-empty-hyp", action="store_true",
+                   help="score empty hypothesis lines instead of failing")
+    p.add_argument("--json", help="also write the figures to this JSON file")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = get_parser().parse_args(argv)
+    modes = [] if args.meteor == "none" else [m for m in args.meteor.split(",") if m]
+    bad = [m for m in modes if m not in ("exact", "full")]
+    if bad:
+        print(f"error: --meteor: unknown mode(s) {bad}; use exact,full or none", file=sys.stderr)
+        return 2
+    if args.dict and not args.src:
+        print("error: --dict needs --src (OOV adoption counts source words)", file=sys.stderr)
+        return 2
+    paths = {"hyp": args.hyp, "ref": args.ref}
+    if args.src:
+        paths["src"] = args.src
+    try:
+        data = read_aligned(paths, allow_empty=("hyp",) if args.allow_empty_hyp else ())
+        vocab = vocab_from_dict(args.dict) if args.dict else None
+        res = evaluate(data["hyp"], data["ref"], data.get("src"), vocab, modes,
+                       hyp_name=args.hyp)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    res["config"] = {
+        "rouge": "rouge-score, use_stemmer=True, F1 mean over pairs x100; ROUGE-L = rougeLsum "
+                 "(sentences split on <s>/<t> markers and . ! ? tokens)",
+        "meteor": "meteor-1.5.jar -l en -norm; exact = -m exact; full = exact stem synonym "
+                  "paraphrase; system-level Final score x100",
+        "novelty": "% of hypothesis tokens; novel = not in the source (UNK excluded); "
+                   "OOV adoption = outside --dict vocabulary and in the source",
+    }
+    print(format_table(res))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(res, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

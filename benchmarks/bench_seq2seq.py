@@ -1,0 +1,153 @@
+"""Speed of the seq2seq core, measured side by side in one run (issue 2 targets).
+
+Prints, on the same synthetic batches and dimensions:
+  * training target words/s of every --context-inference variant relative to ``soft``
+    (targets: acvi ≥ 0.95×, structured ≥ 0.5×);
+  * training words/s of our ``soft`` relative to fairseq's built-in ``lstm`` arch with the same
+    sizes (target ≥ 1.0×);
+  * decoding sentences/s (beam search) with K = 10 Monte-Carlo samples relative to K = 1
+    (target ≥ 0.85×).
+Timings are interleaved (variant order rotates each round) and reported as medians.
+
+    python benchmarks/bench_seq2seq.py [--rounds 5] [--batch 64] [--len 30] [--vocab 8000]
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import fairseq_acvi  # noqa: E402,F401
+from fairseq.data import Dictionary  # noqa: E402
+from fairseq.models.lstm import LSTMModel, base_architecture as fairseq_lstm_arch  # noqa: E402
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
+
+from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture  # noqa: E402
+
+VARIANTS = ["soft", "acvi", "structured", "variational", "ved", "none"]
+
+
+class _Task:
+    def __init__(self, d):
+        self.source_dictionary = self.target_dictionary = d
+
+
+def make_dict(V):
+    d = Dictionary()
+    for i in range(V - d.nspecial):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def ours(d, variant, dim, layers, mc=10):
+    args = argparse.Namespace(arch="acvi_lstm", context_inference=variant, encoder_embed_dim=dim,
+                              decoder_embed_dim=dim, encoder_hidden_size=dim,
+                              decoder_hidden_size=dim, encoder_layers=layers,
+                              decoder_layers=layers, dropout=0.2, mc_samples=mc)
+    base_architecture(args)
+    return ACVILSTMModel.build_model(args, _Task(d))
+
+
+def fairseq_lstm(d, dim, layers):
+    args = argparse.Namespace(arch="lstm", encoder_embed_dim=dim, decoder_embed_dim=dim,
+                              encoder_hidden_size=dim, decoder_hidden_size=dim,
+                              encoder_layers=layers, decoder_layers=layers,
+                              encoder_bidirectional=True, dropout=0.2, decoder_out_embed_dim=dim,
+                              max_source_positions=1024, max_target_positions=1024)
+    fairseq_lstm_arch(args)
+    return LSTMModel.build_model(args, _Task(d))
+
+
+def batch(d, B, N, seed):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(d.nspecial, len(d), (B, N), generator=g)
+    src[:, -1] = d.eos()
+    prev = torch.randint(d.nspecial, len(d), (B, N), generator=g)
+    prev[:, 0] = d.eos()
+    tgt = torch.roll(prev, -1, 1)
+    tgt[:, -1] = d.eos()
+    return src, torch.full((B,), N), prev, tgt
+
+
+def train_step(model, opt, b):
+    src, lengths, prev, tgt = b
+    out = model(src, lengths, prev)
+    lprobs = model.get_normalized_probs(out, log_probs=True)
+    loss = -lprobs.gather(-1, tgt.unsqueeze(-1)).sum()
+    extra = out[1] if isinstance(out[1], dict) else {}  # fairseq's lstm returns attn here
+    for value, weight in extra.get("losses", {}).values():
+        loss = loss + (1.0 if weight is None else weight) * value
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--len", type=int, default=30)
+    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--decode-sentences", type=int, default=32)
+    p.add_argument("--beam", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    d = make_dict(a.vocab)
+    models = {v: ours(d, v, a.dim, a.layers) for v in VARIANTS}
+    models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers)
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
+    b = batch(d, a.batch, a.len, 0)
+    words = a.batch * a.len
+    times = {k: [] for k in models}
+    for m in models.values():
+        m.train()
+    for k in models:  # warm-up
+        train_step(models[k], opts[k], b)
+    keys = list(models)
+    for r in range(a.rounds):
+        for k in keys[r % len(keys):] + keys[: r % len(keys)]:
+            times[k].append(timed(lambda: train_step(models[k], opts[k], b)))
+    wps = {k: words / statistics.median(v) for k, v in times.items()}
+    print(f"# training: batch {a.batch}×{a.len} target words, vocab {a.vocab}, dim {a.dim}, "
+          f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s); medians")
+    print(f"{'model':<14} {'words/s':>9} {'vs soft':>8}")
+    for k in keys:
+        print(f"{k:<14} {wps[k]:9.0f} {wps[k] / wps['soft']:8.3f}")
+    print(f"soft / fairseq-lstm = {wps['soft'] / wps['fairseq-lstm']:.3f}  (target ≥ 1.0)")
+    print(f"acvi / soft         = {wps['acvi'] / wps['soft']:.3f}  (target ≥ 0.95)")
+    print(f"structured / soft   = {wps['structured'] / wps['soft']:.3f}  (target ≥ 0.5)")
+
+    # decoding: K = 1 vs K = 10 on the same ACVI model and sentences
+    model = models["acvi"].eval()
+    src, lengths, _, _ = batch(d, a.decode_sentences, a.len, 1)
+    gen = SequenceGenerator([model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.len,
+                            min_len=a.len)  # fixed output length: same work for both K
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
+    dec = {1: [], 10: []}
+    with torch.no_grad():
+        for r in range(max(3, a.rounds // 2)):
+            for K in ((1, 10) if r % 2 == 0 else (10, 1)):
+                model.decoder.context.mc_samples = K
+                dec[K].append(timed(lambda: gen.forward(sample)))
+    sps = {K: a.decode_sentences / statistics.median(v) for K, v in dec.items()}
+    print(f"# decoding: {a.decode_sentences} sentences, beam {a.beam}, {a.len} steps; medians")
+    print(f"K=1: {sps[1]:.2f} sent/s   K=10: {sps[10]:.2f} sent/s   "
+          f"K=10 / K=1 = {sps[10] / sps[1]:.3f}  (target ≥ 0.85)")
+
+
+if __name__ == "__main__":
+    main()

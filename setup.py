@@ -16,10 +16,13 @@ setup(
         "fairseq-fixed==0.12.3.1",
         "numpy",
         "sacrebleu>=2.0",
+        "sacremoses",
         "sentencepiece",
     ],
     extras_require={
         "eval": ["rouge-score", "nltk", "pycocoevalcap", "matplotlib"],
+        # feature extraction from raw videos (torchvision must match your torch build)
+        "video": ["av", "torchvision"],
         "test": ["pytest"],
     },
     entry_points={

@@ -166,7 +166,8 @@ def test_empty_source_line_and_mismatched_dictionary(data_bin, tmp_path):
     other.mkdir()
     write_reversal(other, vocab=15, seed=3)
     run_cli("fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
-            "--testpref", other / "test", "--destdir", other / "bin", "--joined-dictionary",
+            "--trainpref", other / "train", "--testpref", other / "test",
+            "--destdir", other / "bin", "--joined-dictionary",
             "--workers", "1")
     res = run_cli("fairseq_cli.generate", other / "bin", "--user-dir", USER_DIR, "--path", ckpt,
                   "--beam", "2", "--gen-subset", "test", check=False)

@@ -1,0 +1,169 @@
+"""Shared helpers of the machine-translation data scripts (METHOD.md §3.3).
+
+Everything here fails loudly: a missing file, a ragged parallel corpus or a malformed vocabulary raises
+:class:`DataError` with the offending path (and line where there is one), never a silent skip.
+Files are read as UTF-8 and split on ``"\\n"`` only (``str.splitlines`` would also split on U+2028,
+U+0085, ... which occur inside sentences and would shift the alignment of a parallel corpus).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Symbols fairseq's Dictionary adds itself (bos, pad, eos, unk); vocab files of other toolkits
+# (tensorflow/nmt, sentencepiece) list their own spelling of some of them, which must not be repeated.
+FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
+N_FAIRSEQ_SPECIALS = len(FAIRSEQ_SPECIALS)
+
+
+class DataError(RuntimeError):
+    """Bad or missing input data; the message names the file (and line)."""
+
+
+def log(msg: str) -> None:
+    print(f"[data] {msg}", file=sys.stderr, flush=True)
+
+
+def read_lines(path: Path) -> List[str]:
+    """Lines of a UTF-8 text file without their ``\\n`` (a final newline does not add an empty line).
+
+    Raises DataError if the file is missing or not UTF-8 (with the line number) or uses CR line ends.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"missing file: {path}")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+    if "\r" in text:
+        line = text[: text.index("\r")].count("\n") + 1
+        raise DataError(f"{path}:{line}: carriage return found; convert the file to LF line endings")
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text.split("\n") if text else []
+
+
+def write_lines(path: Path, lines: Iterable[str]) -> int:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for line in lines:
+            f.write(line + "\n")
+            n += 1
+    return n
+
+
+def require_files(folder: Path, names: Sequence[str], hint: str = "") -> List[Path]:
+    """Paths ``folder/name``; DataError naming every missing one (plus ``hint``) if any is absent."""
+    paths = [Path(folder) / n for n in names]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise DataError("missing file(s): " + ", ".join(missing) + (f"\n{hint}" if hint else ""))
+    return paths
+
+
+def read_parallel(src_path: Path, tgt_path: Path):
+    """Both sides of a parallel corpus; DataError naming both files if their line counts differ."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(f"parallel files differ in length: {src_path} has {len(src)} lines, "
+                        f"{tgt_path} has {len(tgt)} lines")
+    return src, tgt
+
+
+def vocab_to_fairseq_dict(vocab_path: Path, out_path: Path, drop=("<unk>", "<s>", "</s>")) -> int:
+    """Convert a one-token-per-line vocabulary (tensorflow/nmt style) to a fairseq dict file.
+
+    fairseq dict files hold ``token count`` lines and fairseq prepends its own 4 specials, so the
+    toolkit-specific ``drop`` symbols are removed; the remaining order is kept and the pseudo-counts
+    decrease with rank (so re-sorting by count keeps the order). Returns the number of tokens written.
+    Raises DataError (file:line) on an empty line, a token with whitespace, a duplicate, or ``<pad>``.
+    """
+    lines = read_lines(vocab_path)
+    seen = {}
+    words = []
+    for i, tok in enumerate(lines, start=1):
+        if tok in drop:
+            continue
+        if tok == "" or tok != tok.strip() or len(tok.split()) != 1:
+            raise DataError(f"{vocab_path}:{i}: vocabulary entry {tok!r} is empty or contains whitespace")
+        if tok in FAIRSEQ_SPECIALS:
+            raise DataError(f"{vocab_path}:{i}: vocabulary entry {tok!r} clashes with a fairseq special symbol")
+        if tok in seen:
+            raise DataError(f"{vocab_path}:{i}: duplicate vocabulary entry {tok!r} (first on line {seen[tok]})")
+        seen[tok] = i
+        words.append(tok)
+    n = len(words)
+    write_lines(out_path, (f"{w} {n - r}" for r, w in enumerate(words)))
+    return n
+
+
+def fairseq_preprocess(src: str, tgt: str, trainpref: Path, validpref: Path, testpref: Path,
+                       destdir: Path, srcdict: Path, tgtdict: Optional[Path] = None,
+                       joined: bool = False, workers: int = 1) -> None:
+    """Binarise with ``fairseq-preprocess`` (run as ``python -m fairseq_cli.preprocess``) using fixed dicts."""
+    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt,
+           "--trainpref", str(trainpref), "--validpref", str(validpref), "--testpref", str(testpref),
+           "--destdir", str(destdir), "--srcdict", str(srcdict), "--workers", str(workers)]
+    if joined:
+        cmd.append("--joined-dictionary")
+    else:
+        cmd += ["--tgtdict", str(tgtdict)]
+    log("running " + " ".join(cmd[1:]))
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    for line in res.stdout.splitlines() + res.stderr.splitlines():
+        if "replaced by <unk>" in line or "[" in line and "sents" in line:
+            log(line.split("|")[-1].strip())
+
+
+def download(url: str, dest: Path) -> Path:
+    """Fetch ``url`` to ``dest`` (skipped if it already exists); DataError with the URL on failure."""
+    dest = Path(dest)
+    if dest.is_file() and dest.stat().st_size > 0:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".part")
+    log(f"downloading {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
+            shutil.copyfileobj(r, f)
+    except Exception as e:  # network errors come in many classes; report them uniformly
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"could not download {url} ({e.__class__.__name__}: {e})") from None
+    os.replace(tmp, dest)
+    return dest
+
+
+def extract(archive: Path, into: Path) -> None:
+    """Unpack a .tgz/.tar.gz/.zip archive into ``into`` (refusing members that escape it)."""
+    into = Path(into).resolve()
+    into.mkdir(parents=True, exist_ok=True)
+    name = archive.name
+    if name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as z:
+            for m in z.namelist():
+                if not (into / m).resolve().is_relative_to(into):
+                    raise DataError(f"{archive}: member {m!r} escapes the extraction folder")
+            z.extractall(into)
+    else:
+        with tarfile.open(archive) as t:
+            t.extractall(into, filter="data")
+
+
+def write_provenance(destdir: Path, lines: Sequence[str]) -> None:
+    write_lines(Path(destdir) / "PROVENANCE.txt", lines)

@@ -1,0 +1,88 @@
+"""Score ``fairseq-generate`` output with sacrebleu against raw references (METHOD.md §3.3 metric).
+
+Prints (and with ``--json`` writes) two BLEU scores:
+
+* ``bleu_detok``: sacrebleu's standard BLEU (13a tokenisation) of detokenised text. With
+  ``--moses-detok LANG`` both hypotheses and references are first Moses-detokenised (and their
+  ``&quot;``-style escapes undone) with sacremoses: this is for already tokenised corpora such as the
+  Stanford IWSLT'15 release, whose references only exist in tokenised form. Without it the text is
+  taken as is (e.g. sentencepiece output decoded by ``--remove-bpe sentencepiece``).
+* ``bleu_tok``: "multi-bleu style" BLEU, ``tokenize="none"`` on the text exactly as produced (for a
+  word-level tokenised corpus: tokenised hypotheses vs the tokenised references).
+
+Hypotheses are the ``H-<id>`` lines (BPE already removed by fairseq), ordered by id; a missing or
+duplicated id is an error naming the file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DataError, read_lines  # noqa: E402
+
+
+def read_hypotheses(gen_path: Path, n_expected: int):
+    """Hypothesis strings of a fairseq-generate log, in sample-id order (ids must be 0..n-1)."""
+    hyps = {}
+    for i, line in enumerate(read_lines(gen_path), start=1):
+        if not line.startswith("H-"):
+            continue
+        parts = line.split("\t")
+        if len(parts) not in (2, 3):
+            raise DataError(f"{gen_path}:{i}: malformed hypothesis line")
+        sid = int(parts[0][2:])
+        if sid in hyps:
+            raise DataError(f"{gen_path}:{i}: second hypothesis for sample {sid} (use --nbest 1)")
+        hyps[sid] = parts[2] if len(parts) == 3 else ""
+    missing = sorted(set(range(n_expected)) - set(hyps))
+    if missing or len(hyps) != n_expected:
+        raise DataError(f"{gen_path}: {len(hyps)} hypotheses for {n_expected} references "
+                        f"(missing ids, first ones: {missing[:10]}); were inputs skipped for size?")
+    return [hyps[k] for k in range(n_expected)]
+
+
+def score(hyps, refs, moses_lang=None):
+    import sacrebleu
+    tok = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none")
+    if moses_lang:
+        from sacremoses import MosesDetokenizer
+        md = MosesDetokenizer(lang=moses_lang)
+        detok = lambda xs: [md.detokenize(x.split(), unescape=True) for x in xs]  # noqa: E731
+        hyps, refs = detok(hyps), detok(refs)
+    det = sacrebleu.corpus_bleu(hyps, [refs])
+    return {"bleu_detok": round(det.score, 2), "bleu_tok": round(tok.score, 2),
+            "detok_signature": str(det), "n": len(refs)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--gen", required=True, help="fairseq-generate output")
+    p.add_argument("--ref", required=True, help="raw reference text, one sentence per line")
+    p.add_argument("--moses-detok", metavar="LANG", default=None,
+                   help="Moses-detokenise hypotheses and references before the detokenised BLEU")
+    p.add_argument("--detok-only", action="store_true",
+                   help="print only the detokenised BLEU (for untokenised corpora such as WMT with sentencepiece)")
+    p.add_argument("--label", default="")
+    p.add_argument("--json", default=None, help="also write the scores here")
+    a = p.parse_args(argv)
+    refs = read_lines(Path(a.ref))
+    hyps = read_hypotheses(Path(a.gen), len(refs))
+    s = score(hyps, refs, a.moses_detok)
+    tok = "" if a.detok_only else f"   tokenised (multi-bleu style) = {s['bleu_tok']:.2f}"
+    if a.detok_only:
+        del s["bleu_tok"]
+    print(f"{a.label}BLEU detokenised (sacrebleu) = {s['bleu_detok']:.2f}{tok}   [{s['n']} sentences]")
+    if a.json:
+        Path(a.json).write_text(json.dumps(s) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

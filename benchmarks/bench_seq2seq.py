@@ -57,7 +57,8 @@ def fairseq_lstm(d, dim, layers):
                               encoder_hidden_size=dim, decoder_hidden_size=dim,
                               encoder_layers=layers, decoder_layers=layers,
                               encoder_bidirectional=True, dropout=0.2, decoder_out_embed_dim=dim,
-                              max_source_positions=1024, max_target_positions=1024)
+                              max_source_positions=1024, max_target_positions=1024,
+                              criterion="cross_entropy")
     fairseq_lstm_arch(args)
     return LSTMModel.build_model(args, _Task(d))
 

@@ -16,64 +16,19 @@
 #   GEN_ARGS            extra fairseq-generate args (e.g. "--max-len-a 1.5 --max-len-b 10")
 #   USER_DIR=fairseq_acvi  PYTHON=python
 set -euo pipefail
-CONTEXT="${CONTEXT:-acvi}"
-SRC="${SRC:-en}"
-TGT="${TGT:-vi}"
-SMOKE="${SMOKE:-0}"
-suffix=""; [[ "$SMOKE" == "1" ]] && suffix="_smoke"
-DATA_BIN="${DATA_BIN:-data-bin/iwslt15_${SRC}_${TGT}${suffix}}"
-SAVE_DIR="${SAVE_DIR:-checkpoints/mt_iwslt15_${SRC}_${TGT}_${CONTEXT}${suffix}}"
-MAX_EPOCH="${MAX_EPOCH:-12}"
-LR="${LR:-1.0}"
-ANNEAL_FROM="${ANNEAL_FROM:-8}"
-BATCH_SIZE="${BATCH_SIZE:-128}"
-CLIP_NORM="${CLIP_NORM:-5}"
-SEED="${SEED:-1}"
-TRAIN="${TRAIN:-1}"
-BEAM="${BEAM:-10}"
-MC_SAMPLES="${MC_SAMPLES:-}"
-GEN_BATCH="${GEN_BATCH:-64}"
-GEN_ARGS="${GEN_ARGS:-}"
-PYTHON="${PYTHON:-python}"
-USER_DIR="${USER_DIR:-fairseq_acvi}"
 
-if [[ ! -f "$DATA_BIN/dict.$SRC.txt" ]]; then
-  echo "[recipe] $DATA_BIN missing: building it with data_scripts/prepare_iwslt15_en_vi.sh"
-  SRC="$SRC" TGT="$TGT" SMOKE="$SMOKE" DEST="$DATA_BIN" PYTHON="$PYTHON" bash data_scripts/prepare_iwslt15_en_vi.sh
-fi
-grep -h "^mode:" "$DATA_BIN/PROVENANCE.txt" 2>/dev/null | sed 's/^/[recipe] data /' || true
-mkdir -p "$SAVE_DIR"
-
-if [[ "$TRAIN" == "1" ]]; then
-  "$PYTHON" -m fairseq_cli.train "$DATA_BIN" --user-dir "$USER_DIR" --task translation -s "$SRC" -t "$TGT" \
-    --arch acvi_lstm_iwslt --context-inference "$CONTEXT" --criterion elbo \
-    --optimizer sgd --lr "$LR" --lr-scheduler fixed --force-anneal "$ANNEAL_FROM" --lr-shrink 0.5 \
-    --clip-norm "$CLIP_NORM" --batch-size "$BATCH_SIZE" --max-epoch "$MAX_EPOCH" --seed "$SEED" \
-    --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format simple --log-interval 100 \
-    "$@" 2>&1 | tee "$SAVE_DIR/train.log"
-fi
-
-CKPT="$SAVE_DIR/checkpoint_best.pt"
-[[ -f "$CKPT" ]] || { echo "[recipe] error: no checkpoint $CKPT" >&2; exit 1; }
-overrides=()
-if [[ -n "$MC_SAMPLES" ]]; then overrides=(--model-overrides "{'mc_samples': $MC_SAMPLES}"); fi
-for split in valid test; do
-  # shellcheck disable=SC2086
-  "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$USER_DIR" --task translation -s "$SRC" -t "$TGT" \
-    --path "$CKPT" --gen-subset "$split" --beam "$BEAM" --nbest 1 --remove-bpe --batch-size "$GEN_BATCH" \
-    ${overrides[@]+"${overrides[@]}"} $GEN_ARGS > "$SAVE_DIR/gen_$split.txt"
-  "$PYTHON" data_scripts/score_mt.py --gen "$SAVE_DIR/gen_$split.txt" --ref "$DATA_BIN/raw/$split.$TGT" \
-    --moses-detok "$TGT" --label "[$CONTEXT $SRC->$TGT $split] " --json "$SAVE_DIR/bleu_$split.json" \
-    | tee -a "$SAVE_DIR/bleu.txt"
-done
-
-# Published BLEU dev/test (P Table 4; METHOD.md §5), soft-attention baseline vs ACVI.
-case "$SRC-$TGT" in
-  en-vi) paper="baseline 23.21 / 25.18, ACVI 24.08 / 26.16" ;;
-  vi-en) paper="baseline 20.89 / 23.28, ACVI 21.26 / 24.47" ;;
-  *) paper="(none)" ;;
-esac
-echo "[paper, P Table 4] $SRC->$TGT BLEU dev/test: $paper" | tee -a "$SAVE_DIR/bleu.txt"
-if [[ "$SMOKE" == "1" ]]; then
-  echo "[recipe] SMOKE data: trained on tst2012, scored on tst2013 -- NOT comparable with the paper" | tee -a "$SAVE_DIR/bleu.txt"
-fi
+MT_NAME=iwslt15
+MT_DEFAULT_TGT=vi
+MT_PREPARE=data_scripts/prepare_iwslt15_en_vi.sh
+MT_ARCH=acvi_lstm_iwslt
+MT_REMOVE_BPE=space
+MT_SCORE_ARGS=(--moses-detok "$TGT")
+MT_SMOKE_NOTE="trained on tst2012, scored on tst2013"
+mt_paper_row() {
+  case "$1" in
+    en-vi) echo "baseline 23.21 / 25.18, ACVI 24.08 / 26.16" ;;
+    vi-en) echo "baseline 20.89 / 23.28, ACVI 21.26 / 24.47" ;;
+    *) echo "(none)" ;;
+  esac
+}
+source "$(dirname "$0")/lib_mt.sh"

@@ -72,30 +72,31 @@ class ACVIContext(ContextInference):
         h = mem.values
         mu = self.mean_net(h) if self.mean_net is not None else h
         logvar = self.logvar_net(h).float().clamp(self.logvar_min, self.logvar_max)
-        return {"acvi_mu": mu, "acvi_var": logvar.exp()}  # (B, N, d): model dtype, float32
+        # (B, N, d) float32 both: the moments and the KL are computed in float32 (METHOD §2.2)
+        return {"acvi_mu": mu.float(), "acvi_var": logvar.exp()}
 
     def step(self, scores, query, mem, prepared, t):
         attn = masked_softmax(scores)                                  # (B, N) float32
         mu, var = prepared["acvi_mu"], prepared["acvi_var"]
-        m = attn.unsqueeze(1).bmm(mu.float()).squeeze(1)               # (B, d)
+        m = attn.unsqueeze(1).bmm(mu).squeeze(1)                       # (B, d) float32
         v = attn.pow(2).unsqueeze(1).bmm(var).squeeze(1).clamp_min(1e-12)
         kl = gaussian_kl_to_standard(m, v)                             # (B,)
         k = 1 if self.training else self.mc_samples
         if k <= 0:
             samples = None
         elif self.training and self.sampler == "gumbel":
-            samples = self._gumbel_sample(scores, mu, var).unsqueeze(1)
+            samples = self._gumbel_sample(scores, mu, var).unsqueeze(1).to(mem.values.dtype)
         else:
             eps = torch.randn(m.size(0), k, m.size(1), device=m.device)   # (B, K, d)
-            samples = (m.unsqueeze(1) + v.sqrt().unsqueeze(1) * eps).to(mu.dtype)
-        return StepOutput(mean=m.to(mu.dtype), attn=attn, samples=samples, losses={"kl": kl})
+            samples = (m.unsqueeze(1) + v.sqrt().unsqueeze(1) * eps).to(mem.values.dtype)
+        return StepOutput(mean=m.to(mem.values.dtype), attn=attn, samples=samples, losses={"kl": kl})
 
     def _gumbel_sample(self, scores, mu, var):
         """Relaxed mixture sample: z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε."""
         z = F.gumbel_softmax(torch.log_softmax(scores.float(), -1), tau=self.gumbel_tau, dim=-1)
-        m = z.unsqueeze(1).bmm(mu.float()).squeeze(1)
+        m = z.unsqueeze(1).bmm(mu).squeeze(1)
         v = z.unsqueeze(1).bmm(var).squeeze(1)
-        return (m + v.sqrt() * torch.randn_like(m)).to(mu.dtype)
+        return m + v.sqrt() * torch.randn_like(m)
 
     def loss_weight(self, name):
         if name != "kl":

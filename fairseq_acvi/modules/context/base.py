@@ -7,7 +7,7 @@ Every seq2seq decoder of the package calls one :class:`ContextInference` in the 
     for t in range(T):
         s_t   = lstm(...)                                             # (B, d_dec)
         e_t   = scorer(s_t, mem, coverage)                            # (B, N), -inf at padding
-        out_t = ctx.step(e_t, s_t, mem, prepared)                     # StepOutput
+        out_t = ctx.step(e_t, s_t, mem, prepared, t)                  # StepOutput
         feed  = tanh(W_c [s_t; out_t.mean])                           # recurrent path uses the mean
     # after the loop, batched over all steps:
     lprobs = combine(out.log_weights, log_softmax(output_layer(s, out.samples)))   # (B, T, V)

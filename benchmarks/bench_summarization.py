@@ -1,0 +1,192 @@
+"""Speed and memory of the pointer-generator (issue 5 targets), measured side by side in one run.
+
+Prints, on the same synthetic batches (sources with OOV position markers):
+  * training target words/s (forward + backward + Adam step) of ``acvi`` relative to ``soft``,
+    both with coverage (target ≥ 0.95×);
+  * beam-search decoding sentences/s of ``acvi`` with K = 10 Monte-Carlo samples relative to
+    K = 1 (target ≥ 0.85×);
+  * memory allocated by the copy mixture (forward + backward of
+    ``copy_mixture_log_probs``) for source lengths N = 100, 400, 800 at a fixed vocabulary: it must
+    stay ~constant in N (the (B, T, S, V) output dominates), far below the B·T·N·V floats of a
+    one-hot formulation. Measured with torch's CPU profiler (``profile_memory``): the sum of all
+    allocations made during the call, an upper bound of its peak.
+Timings are interleaved (order rotates each round) and reported as medians.
+
+    python benchmarks/bench_summarization.py [--rounds 5] [--batch 8] [--src-len 200]
+        [--tgt-len 40] [--vocab 20000] [--markers 400] [--beam 5] [--decode-batch 4]
+"""
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import fairseq_acvi  # noqa: E402,F401
+from fairseq.data import Dictionary  # noqa: E402
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from fairseq_acvi.models.pointer_generator import (PointerGeneratorModel,  # noqa: E402
+                                                   base_architecture)
+from fairseq_acvi.modules.copy_generator import copy_mixture_log_probs  # noqa: E402
+
+
+class _Task:
+    def __init__(self, d):
+        self.source_dictionary = self.target_dictionary = d
+
+
+def make_dict(V, markers):
+    d = Dictionary()
+    for i in range(V - d.nspecial - markers):
+        d.add_symbol(f"w{i}")
+    for j in range(markers):
+        d.add_symbol(f"<unk-{j}>")
+    return d
+
+
+def build(d, variant, mc=10):
+    args = argparse.Namespace(arch="acvi_pointer_generator_cnndm", context_inference=variant,
+                              coverage=True, mc_samples=mc)
+    base_architecture(args)   # the CNN/DM preset: 128-d embeddings, 256-d LSTMs, attention 512
+    return PointerGeneratorModel.build_model(args, _Task(d))
+
+
+def batch(d, B, N, T, markers, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    first = d.index("<unk-0>")
+    src = torch.randint(d.nspecial, first, (B, N), generator=g)
+    oov = torch.rand(B, N, generator=g) < 0.05                 # ~5 % OOV markers
+    src = torch.where(oov, first + torch.arange(N).clamp_max(markers - 1).expand(B, N), src)
+    src[:, -1] = d.eos()
+    tgt = torch.randint(d.nspecial, first, (B, T), generator=g)
+    tgt[:, -1] = d.eos()
+    prev = torch.cat([torch.full((B, 1), d.eos()), tgt[:, :-1]], 1)
+    return src, torch.full((B,), N), prev, tgt
+
+
+def train_step(model, opt, data):
+    src, lengths, prev, tgt = data
+    lp, extra = model(src, lengths, prev)
+    loss = -lp.gather(-1, tgt.unsqueeze(-1)).sum()
+    loss = loss + sum(v for v, _ in extra["losses"].values())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def bench_training(d, args):
+    data = batch(d, args.batch, args.src_len, args.tgt_len, args.markers)
+    models = {}
+    for v in ("soft", "acvi"):
+        torch.manual_seed(0)
+        m = build(d, v)
+        m.train()
+        models[v] = (m, torch.optim.Adam(m.parameters(), lr=1e-4))
+        train_step(*models[v], data)                                    # warm-up
+    times = {v: [] for v in models}
+    for r in range(args.rounds):
+        order = list(models) if r % 2 == 0 else list(reversed(models))
+        for v in order:
+            times[v].append(timed(lambda: train_step(*models[v], data)))
+    words = args.batch * args.tgt_len
+    return {v: words / statistics.median(t) for v, t in times.items()}
+
+
+def bench_decoding(d, args):
+    torch.manual_seed(0)
+    model = build(d, "acvi")
+    model.eval()
+    src, lengths, _, _ = batch(d, args.decode_batch, args.src_len, 2, args.markers, seed=1)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
+    gen = SequenceGenerator([model], d, beam_size=args.beam, max_len_a=0,
+                            max_len_b=args.decode_len, min_len=args.decode_len)
+
+    def run(k):
+        model.decoder.context.mc_samples = k
+        with torch.no_grad():
+            gen.generate([model], sample)
+
+    run(1)
+    times = {1: [], 10: []}
+    for r in range(args.rounds):
+        for k in ((1, 10) if r % 2 == 0 else (10, 1)):
+            times[k].append(timed(lambda: run(k)))
+    return {k: args.decode_batch / statistics.median(t) for k, t in times.items()}
+
+
+def allocated_bytes(fn):
+    """Sum of all CPU allocations made by the ops of ``fn`` (≥ its peak memory)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    return sum(max(0, e.self_cpu_memory_usage) for e in prof.key_averages())
+
+
+def bench_memory(args):
+    B, T, S, V, n_real = 4, args.tgt_len, 1, args.vocab, args.vocab - args.markers
+    rows = []
+    for N in (100, 400, 800):
+        g = torch.Generator().manual_seed(0)
+        logits = torch.randn(B, T, S, n_real, generator=g, requires_grad=True)
+        p_gen = torch.rand(B, T, S, 1, generator=g, requires_grad=True)
+        attn = torch.softmax(torch.randn(B, T, 1, N, generator=g), -1).requires_grad_()
+        src = torch.randint(0, V, (B, 1, 1, N), generator=g)
+
+        def fwd_bwd():
+            lp = copy_mixture_log_probs(logits, p_gen, attn, src, V)
+            lp[..., :10].sum().backward()
+
+        got = allocated_bytes(fwd_bwd)
+        rows.append((N, got, B * T * S * V * 4, B * T * N * V * 4))
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--src-len", type=int, default=200)
+    p.add_argument("--tgt-len", type=int, default=40)
+    p.add_argument("--vocab", type=int, default=20000, help="dictionary size, markers included")
+    p.add_argument("--markers", type=int, default=400)
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--decode-batch", type=int, default=4)
+    p.add_argument("--decode-len", type=int, default=20)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    d = make_dict(args.vocab, args.markers)
+    print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, torch "
+          f"{torch.__version__}, threads {args.threads}, {' '.join(sys.argv[1:]) or 'defaults'}")
+    print(f"# preset acvi_pointer_generator_cnndm with coverage; V={args.vocab} "
+          f"({args.markers} markers), batch {args.batch}, N={args.src_len}, T={args.tgt_len}")
+
+    wps = bench_training(d, args)
+    print(f"training words/s (median of {args.rounds}): soft {wps['soft']:.0f}, "
+          f"acvi {wps['acvi']:.0f}  ->  acvi/soft = {wps['acvi'] / wps['soft']:.3f}  (target ≥ 0.95)")
+
+    sps = bench_decoding(d, args)
+    print(f"decoding sentences/s, beam {args.beam}, {args.decode_len} steps, acvi (median of "
+          f"{args.rounds}): K=1 {sps[1]:.2f}, K=10 {sps[10]:.2f}  ->  K10/K1 = "
+          f"{sps[10] / sps[1]:.3f}  (target ≥ 0.85)")
+
+    print("copy mixture fwd+bwd, B=4, T=%d, S=1, V=%d: allocated MB vs N" % (args.tgt_len,
+                                                                            args.vocab))
+    print("  N     allocated   (B·T·S·V float32 output)   (one-hot B·T·N·V float32)")
+    for N, got, out_bytes, onehot in bench_memory(args):
+        print(f"  {N:<5} {got / 2**20:9.1f}   {out_bytes / 2**20:12.1f}   {onehot / 2**20:22.1f}")
+
+
+if __name__ == "__main__":
+    main()

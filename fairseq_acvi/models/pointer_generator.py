@@ -1,0 +1,174 @@
+"""``acvi_pointer_generator``: pointer-generator with coverage for summarization (METHOD.md §3.1).
+
+The seq2seq core (BiLSTM encoder, input-feeding LSTM decoder with pluggable context inference,
+coverage) is ``acvi_lstm``'s; this file only changes
+
+* the **embeddings**: one table shared by encoder and decoder (joined dictionary with the OOV
+  position markers ``<unk-j>``); marker ids are embedded as ``<unk>`` (:class:`MarkerEmbedding`);
+* the **output layer** (:class:`PointerGeneratorDecoder`): for every context c (the mean, or each
+  Monte-Carlo sample)
+      P_vocab = softmax(V' tanh(V [s_t; c] + b) + b')   over the real ids only (markers: 0)
+      p_gen   = σ(w_cᵀ c + w_sᵀ s_t + w_xᵀ x_t + b_ptr)
+      P(w)    = p_gen P_vocab(w) + (1 − p_gen) Σ_{i: x_i = w} a_ti              (float32)
+  (``fairseq_acvi.modules.copy_generator``). With ACVI the K samples are averaged in probability
+  space *after* mixing (METHOD §2.2: p_gen depends on c_t, so each sample has its own p_gen).
+* **coverage** (``--coverage``): the decoder is always built with the coverage weight w_k of the
+  additive scorer, so the parameter set is the same with and without coverage (a checkpoint of
+  the coverage-free phases loads into the coverage phase, optimizer state included). Without
+  ``--coverage`` no coverage vector is kept: the score has no w_k term (w_k gets no gradient) and
+  there is no coverage loss. With it, k_t = Σ_{τ<t} a_τ enters the score and the loss
+  Σ_i min(a_ti, k_ti) is returned (weight ``--coverage-weight`` of the ``elbo`` criterion).
+
+Copy attention per variant (**decision**): the copy distribution of every sample uses the
+decoder's attention a_t of that step (``StepOutput.attn``): for ``soft``/``ved`` the soft
+attention, for ``structured`` the normalised CRF marginals, for ``acvi`` the mixture weights a_t
+that generated the sample, for ``variational`` the *prior* a_t for every alignment sample (enum and
+sample modes, and the ``exact`` decode). The alternative for variational attention, copying with a
+hard alignment δ_{z} (P(w | z=i) = p_gen P_vocab + (1 − p_gen)[x_i = w]), would be the exact
+latent-alignment copy model; we do not build it: it needs the sample→position identity that the
+context interface does not expose, and with the prior marginalisation (``exact``) it reduces to
+the same copy term Σ_i a_ti (1 − p_gen,i) [x_i = w]. Enumerating N alignments also costs
+B·T·N·V memory, infeasible for N = 400, V = 50k: use ``--variational-mode sample`` there.
+
+Presets: ``acvi_pointer_generator`` = ``acvi_pointer_generator_cnndm`` (See et al.: 128-d
+embeddings, 256-d BiLSTM per direction, 256-d decoder, additive attention of size 512, no dropout).
+Train with ``--task pointer_summarization --criterion elbo`` (``recipes/summarization_cnndm.sh``).
+"""
+from typing import Dict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.models import register_model, register_model_architecture
+from torch import Tensor
+
+from fairseq_acvi.data.oov_markers import marker_id_range
+from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, add_seq2seq_args, seq2seq_defaults
+from fairseq_acvi.modules.context import StepOutput
+from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
+from fairseq_acvi.modules.copy_generator import CopySwitch, copy_mixture_log_probs
+from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
+
+
+class MarkerEmbedding(nn.Embedding):
+    """Token embedding that reads every marker id (≥ ``first_marker``) as ``<unk>``.
+
+    ids (...) long -> (..., E). The marker rows of the table exist (so that the table matches the
+    dictionary) but are never read.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int,
+                 first_marker: int, unk_idx: int):
+        super().__init__(num_embeddings, embedding_dim, padding_idx=padding_idx)
+        nn.init.normal_(self.weight, mean=0, std=embedding_dim ** -0.5)
+        nn.init.constant_(self.weight[padding_idx], 0)
+        self.first_marker, self.unk_idx = first_marker, unk_idx
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return super().forward(ids.masked_fill(ids >= self.first_marker, self.unk_idx))
+
+
+class PointerGeneratorDecoder(ContextLSTMDecoder):
+    """ContextLSTMDecoder whose output layer is the copy mixture (module docstring)."""
+
+    def __init__(self, args, dictionary, embed_tokens, value_dim: int, enc_final_dim: int,
+                 n_real: int):
+        if getattr(args, "context_inference", "soft") == "none":
+            raise ValueError("--context-inference none: the pointer-generator copies with the "
+                             "attention; choose soft, acvi, structured, variational or ved")
+        coverage = bool(getattr(args, "coverage", False))
+        if coverage and args.attention_type != "additive":
+            raise ValueError(f"--coverage needs --attention-type additive (the w_k k_ti term of "
+                             f"P 8), got {args.attention_type}")
+        # always build w_k (constant parameter set); use it only with --coverage
+        super().__init__(args, dictionary, embed_tokens, value_dim, enc_final_dim,
+                         coverage=args.attention_type == "additive")
+        self.use_coverage = coverage
+        self.n_real = n_real
+        self.fc_out = nn.Linear(self.out_dim, n_real)            # V', b': real ids only
+        self.switch = CopySwitch(self.context.context_dim, self.hidden_size,
+                                 embed_tokens.embedding_dim)
+
+    def _start(self, encoder_out, prev_output_tokens, full_sequence):
+        cache = super()._start(encoder_out, prev_output_tokens, full_sequence)
+        cache["src_ids"] = encoder_out["src_tokens"][0]          # (B, N) right-padded, = values
+        return cache
+
+    def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,
+                         cache: Dict[str, Tensor]) -> Tensor:
+        """s (B, T, H), ctx (B, T, S, d_c), out.attn (B, T, N), x (B, T, E) -> (B, T, S, V) fp32."""
+        S = ctx.size(2)
+        s_ = s.unsqueeze(2).expand(-1, -1, S, -1)
+        hid = torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
+        return self._mix(hid, ctx, s.unsqueeze(2), x.unsqueeze(2), out.attn.unsqueeze(2), cache)
+
+    def _predict(self, s, feeds, out: StepOutput, x, cache):
+        if out.samples is None:  # the mean context only: the recurrent path's hidden is reused
+            lp = self._mix(feeds.unsqueeze(2), out.mean.unsqueeze(2), s.unsqueeze(2),
+                           x.unsqueeze(2), out.attn.unsqueeze(2), cache)
+            return lp.squeeze(2)
+        return super()._predict(s, feeds, out, x, cache)
+
+    def _mix(self, hid, ctx, s, x, attn, cache):
+        """hid (B, T, S, out_dim), ctx (B, T, S, d_c), s (B, T, 1, H), x (B, T, 1, E),
+        attn (B, T, 1, N) -> log P (B, T, S, V) float32."""
+        logits = self.fc_out(F.dropout(hid, self.dropout_out, self.training))
+        p_gen = self.switch(ctx, s, x)                                   # (B, T, S, 1)
+        src = cache["src_ids"][:, None, None, :]                         # (B, 1, 1, N)
+        return copy_mixture_log_probs(logits, p_gen, attn, src, len(self.dictionary))
+
+
+@register_model("acvi_pointer_generator")
+class PointerGeneratorModel(ACVILSTMModel):
+    @staticmethod
+    def add_args(parser):
+        add_seq2seq_args(parser)
+        parser.add_argument("--coverage", action="store_true",
+                            help="coverage k_t in the attention score and the coverage loss "
+                                 "(METHOD §3.1; the final training phase)")
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        if src_dict.symbols != tgt_dict.symbols:
+            raise ValueError("acvi_pointer_generator needs one joined dictionary with the <unk-j> "
+                             "markers for source and target (fairseq-preprocess --srcdict D "
+                             "--tgtdict D; data_scripts/prepare_cnndm.sh)")
+        if args.encoder_embed_dim != args.decoder_embed_dim:
+            raise ValueError("acvi_pointer_generator shares the source/target embedding: "
+                             "--encoder-embed-dim must equal --decoder-embed-dim")
+        first_marker, _ = marker_id_range(tgt_dict)
+        embed = MarkerEmbedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad(),
+                                first_marker, tgt_dict.unk())
+        encoder = BiLSTMEncoder(src_dict, args.encoder_embed_dim, args.encoder_hidden_size,
+                                args.encoder_layers, args.encoder_dropout_in,
+                                args.encoder_dropout_out, embed_tokens=embed,
+                                max_positions=args.max_source_positions)
+        decoder = PointerGeneratorDecoder(args, tgt_dict, embed, value_dim=encoder.output_units,
+                                          enc_final_dim=encoder.output_units, n_real=first_marker)
+        if args.share_decoder_input_output_embed:
+            raise ValueError("--share-decoder-input-output-embed is not supported by the "
+                             "pointer-generator (its output layer covers the real words only)")
+        return cls(encoder, decoder)
+
+
+def pointer_generator_defaults(args):
+    seq2seq_defaults(
+        args, dropout=0.0, encoder_embed_dim=128, decoder_embed_dim=128, encoder_hidden_size=256,
+        encoder_layers=1, decoder_hidden_size=256, decoder_layers=1, attention_type="additive",
+        attention_dim=512, max_source_positions=401, max_target_positions=100)
+    if getattr(args, "coverage", None) is None:
+        args.coverage = False
+    if getattr(args, "ved_latent_dim", None) is None:
+        args.ved_latent_dim = 128  # METHOD §2.5: 128 for summarization
+
+
+@register_model_architecture("acvi_pointer_generator", "acvi_pointer_generator")
+def base_architecture(args):
+    pointer_generator_defaults(args)
+
+
+@register_model_architecture("acvi_pointer_generator", "acvi_pointer_generator_cnndm")
+def acvi_pointer_generator_cnndm(args):
+    pointer_generator_defaults(args)

@@ -1,0 +1,65 @@
+"""The pointer-generator's copy mixture (METHOD.md §3.1; See et al. 2017, P 5-7).
+
+    p_gen = σ(w_cᵀ c_t + w_sᵀ s_t + w_xᵀ x_t + b_ptr)                          (switch)
+    P(w)  = p_gen · P_vocab(w) + (1 − p_gen) · Σ_{i: x_i = w} a_ti             (mixture)
+
+Vocabulary layout (the OOV position markers of ``fairseq_acvi.data.oov_markers``): ids
+``[0, n_real)`` are fairseq's specials and the real words, ids ``[n_real, V)`` the markers
+``<unk-j>``. ``P_vocab`` is a softmax over the ``n_real`` real ids only (the output layer has no
+rows for markers, so markers get exactly zero vocabulary mass); the copy mass is scattered onto the
+source token ids, markers included, with ``scatter_add`` — the memory is O(B·T·S·(V + N)), never a
+(·, N, V) one-hot. Everything is float32 (even under fp16) and the log is taken of the mixture
+clamped at ``eps`` = 1e-10, so a word that neither the vocabulary nor the source can produce gets a
+finite log-probability (log 1e-10 ≈ −23) instead of −inf/NaN.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+EPS = 1e-10
+
+
+class CopySwitch(nn.Module):
+    """p_gen = σ(w_cᵀ c + w_sᵀ s + w_xᵀ x + b) as one linear map of [c; s; x] (See et al. eq. 8).
+
+    c (..., d_c), s (..., d_s), x (..., d_x), broadcastable leading dims -> p_gen (..., 1) float32.
+    """
+
+    def __init__(self, context_dim: int, state_dim: int, input_dim: int):
+        super().__init__()
+        self.w_c = nn.Linear(context_dim, 1, bias=True)   # its bias is b_ptr
+        self.w_s = nn.Linear(state_dim, 1, bias=False)
+        self.w_x = nn.Linear(input_dim, 1, bias=False)
+
+    def forward(self, c: Tensor, s: Tensor, x: Tensor) -> Tensor:
+        logit = self.w_c(c).float() + self.w_s(s.to(c.dtype)).float() + self.w_x(x.to(c.dtype)).float()
+        return torch.sigmoid(logit)
+
+
+def copy_mixture_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Tensor, src_ids: Tensor,
+                           vocab_size: int, eps: float = EPS) -> Tensor:
+    """log P(w) of the pointer-generator mixture, float32.
+
+    vocab_logits: (..., n_real) logits over the real ids [0, n_real) (markers excluded)
+    p_gen:        (..., 1) generation probability in [0, 1]
+    attn:         (..., N) copy attention a_t (sums to 1 over non-padding; 0 at padding)
+    src_ids:      (..., N) long source token ids (markers included; any id < vocab_size)
+    vocab_size:   V = len(dictionary) ≥ n_real
+    All leading dims are broadcast together (e.g. vocab_logits (B, T, S, n_real) with attn
+    (B, T, 1, N) and src_ids (B, 1, 1, N)). Returns (..., V).
+    """
+    p_vocab = F.softmax(vocab_logits.float(), dim=-1)                    # (..., n_real)
+    p_gen = p_gen.float()
+    lead = torch.broadcast_shapes(p_vocab.shape[:-1], p_gen.shape[:-1], attn.shape[:-1],
+                                  src_ids.shape[:-1])
+    n_real, N = p_vocab.size(-1), attn.size(-1)
+    if n_real > vocab_size:
+        raise ValueError(f"copy mixture: {n_real} vocabulary logits for a dictionary of {vocab_size}")
+    gen = (p_gen * p_vocab).expand(*lead, n_real)
+    if n_real < vocab_size:
+        gen = torch.cat([gen, gen.new_zeros(*lead, vocab_size - n_real)], dim=-1)
+    copy = ((1.0 - p_gen) * attn.float()).expand(*lead, N)
+    index = src_ids.expand(*lead, N)
+    mixed = gen.scatter_add(-1, index, copy)                             # (..., V)
+    return mixed.clamp_min(eps).log()

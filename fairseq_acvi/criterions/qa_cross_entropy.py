@@ -1,0 +1,59 @@
+"""Criterion ``qa_cross_entropy``: answer NLL for memory networks, logging accuracy (METHOD §4.1).
+
+The model returns (log_probs (B, V) float32, extra); loss = Σ_b −log p(a_b), sample_size = B.
+Logged: loss and nll_loss (base 2, per question, as fairseq does), accuracy (% of argmax = answer).
+"""
+import math
+from dataclasses import dataclass
+
+import torch.nn.functional as F
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+
+
+def answer_nll_and_correct(model, sample):
+    """Forward once: (Σ NLL, #correct, extra) for a bAbI sample; NLL in float32 (nats)."""
+    lprobs, extra = model(**sample["net_input"])
+    target = sample["target"]
+    lprobs = lprobs.float()
+    nll = F.nll_loss(lprobs, target, reduction="sum")
+    correct = (lprobs.argmax(-1) == target).sum()
+    return nll, correct, extra
+
+
+def reduce_qa_metrics(logging_outputs):
+    """Aggregate loss/nll (base 2 per question) and accuracy over logging outputs."""
+    n = sum(log.get("nsentences", 0) for log in logging_outputs)
+    sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
+    loss = sum(log.get("loss", 0) for log in logging_outputs)
+    nll = sum(log.get("nll_loss", 0) for log in logging_outputs)
+    correct = sum(log.get("ncorrect", 0) for log in logging_outputs)
+    metrics.log_scalar("loss", loss / max(sample_size, 1) / math.log(2), sample_size, round=4)
+    metrics.log_scalar("nll_loss", nll / max(n, 1) / math.log(2), n, round=4)
+    metrics.log_scalar("accuracy", 100.0 * correct / max(n, 1), n, round=2)
+
+
+@dataclass
+class QACrossEntropyConfig(FairseqDataclass):
+    pass
+
+
+@register_criterion("qa_cross_entropy", dataclass=QACrossEntropyConfig)
+class QACrossEntropyCriterion(FairseqCriterion):
+    """Cross-entropy of the one-token answer; logs accuracy."""
+
+    def forward(self, model, sample, reduce=True):
+        nll, correct, _ = answer_nll_and_correct(model, sample)
+        n = sample["target"].numel()
+        logging_output = {"loss": nll.data, "nll_loss": nll.data, "ncorrect": correct.data,
+                          "nsentences": n, "ntokens": n, "sample_size": n}
+        return nll, n, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        reduce_qa_metrics(logging_outputs)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

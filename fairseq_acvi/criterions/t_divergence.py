@@ -1,0 +1,74 @@
+"""Criterion ``t_divergence``: the t-MEM-NN objective (METHOD §4.2; D 54-55).
+
+Per minibatch of B questions from a training set of N:
+
+    loss = Σ_b −log p(a_b | W, Θ_s)  +  (B / N) · Σ_{Θ ∈ A,B,C} D_t(q(Θ) ‖ t(0, I, ν))
+
+with Θ_s one escort draw (the model draws it in training mode), so that loss / B is the expected
+NLL per question plus the divergence per training example. ``--t-divergence`` picks the form
+(seed | exact | tied, see :mod:`fairseq_acvi.modules.student_t`); the prior ν is the model's
+``--prior-dof``. The divergence is computed in float32 (exact: float64) whatever the model dtype.
+In evaluation the NLL is that of the S-sample predictive distribution.
+
+Logged: loss, nll_loss (base 2 per question), divergence (nats, whole-model D_t, unscaled),
+accuracy (%), and nu_<name> for each posterior (nu_A, nu_B, nu_C with layer-wise tying).
+"""
+from dataclasses import dataclass, field
+
+import torch
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+
+from fairseq_acvi.criterions.qa_cross_entropy import answer_nll_and_correct, reduce_qa_metrics
+from fairseq_acvi.modules.student_t import DIVERGENCES
+
+
+@dataclass
+class TDivergenceConfig(FairseqDataclass):
+    t_divergence: ChoiceEnum(list(DIVERGENCES)) = field(default="seed", metadata={
+        "help": "seed: (D 56) verbatim; exact: the definition by quadrature; tied: prior ν = ν_Θ"})
+
+
+@register_criterion("t_divergence", dataclass=TDivergenceConfig)
+class TDivergenceCriterion(FairseqCriterion):
+    def __init__(self, task, t_divergence="seed"):
+        super().__init__(task)
+        self.mode = str(t_divergence)
+        if self.mode not in DIVERGENCES:
+            raise ValueError(f"--t-divergence must be one of {DIVERGENCES}, got {self.mode!r}")
+
+    def divergence(self, model) -> torch.Tensor:
+        """Σ_Θ D_t(q(Θ) ‖ p(Θ)), scalar float32."""
+        if not hasattr(model, "posterior"):
+            raise ValueError("criterion t_divergence needs a model with Student-t posteriors "
+                             "(--arch t_memn2n); use --criterion qa_cross_entropy for memn2n")
+        return model.posterior.divergence(model.prior_dof, self.mode)
+
+    def forward(self, model, sample, reduce=True):
+        nll, correct, _ = answer_nll_and_correct(model, sample)
+        n = sample["target"].numel()
+        div = self.divergence(model)
+        train_size = getattr(self.task, "train_size", None)
+        if not train_size:
+            raise ValueError("t_divergence: the task does not report its training-set size")
+        loss = nll + (n / train_size) * div
+        logging_output = {"loss": loss.data, "nll_loss": nll.data, "ncorrect": correct.data,
+                          "nsentences": n, "ntokens": n, "sample_size": n,
+                          "divergence": div.data * n}
+        for name, nu in model.nus().items():
+            logging_output[f"nu_{name}"] = nu.data * n
+        return loss, n, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        reduce_qa_metrics(logging_outputs)
+        n = sum(log.get("nsentences", 0) for log in logging_outputs)
+        keys = {k for log in logging_outputs for k in log if k == "divergence" or k.startswith("nu_")}
+        for k in sorted(keys):
+            metrics.log_scalar(k, sum(log.get(k, 0) for log in logging_outputs) / max(n, 1), n,
+                               round=3)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

@@ -1,0 +1,263 @@
+"""bAbI v1.2 question-answering data: a strict parser and a fairseq dataset (METHOD.md §4.1, §4.3).
+
+File format (every variant: ``en``, ``en-10k``, ``hn``, ``shuffled``, …, and the game generator of
+§4.4): one line per sentence, ``ID text``; IDs start at 1 for each story and otherwise increase by 1.
+A question line is ``ID question<TAB>answer<TAB>supporting-fact-ids``. Each question is answered
+from the statements of its story that precede it (earlier questions are not memories).
+
+Conventions used here:
+
+* Tokens: lower-cased words; ``.``, ``?`` and ``!`` are dropped; other punctuation is its own token.
+* The answer is ONE token even when it is a comma-joined list (tasks 8 and 19: ``n,w``,
+  ``apple,football``), as in the reference MemN2N implementations.
+* ``supports`` are indices into ``story`` (the example's statements, chronological order).
+
+Nothing is skipped: a bad ID, a missing tab field, or a supporting fact that points forward, to a
+question or to a line that does not exist raises ``ValueError("<file>:<line>: …")``.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from glob import glob
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from fairseq.data import FairseqDataset
+from torch import Tensor
+
+_TOKEN_RE = re.compile(r"[^\s.,?!;:\"()]+|[,;:\"()]")
+_DROP = {".", "?", "!"}
+_FILE_RE = re.compile(r"^qa(\d+)_.*_(train|test)\.txt$")
+
+
+def tokenize(text: str) -> List[str]:
+    """Lower-case word tokens of a sentence or question (punctuation ``. ? !`` dropped)."""
+    return [t for t in _TOKEN_RE.findall(text.lower()) if t not in _DROP]
+
+
+@dataclass
+class BabiExample:
+    """One question with the statements that precede it in its story.
+
+    story: chronological list of tokenised statements; query: tokenised question;
+    answer: one answer token; supports: indices into ``story``; task: bAbI task number;
+    source: ``file:line`` of the question (for error messages and reports).
+    """
+
+    story: List[List[str]]
+    query: List[str]
+    answer: str
+    supports: List[int]
+    task: int = 0
+    source: str = ""
+
+
+def parse_babi_lines(lines: Sequence[str], path: str = "<string>", task: int = 0) -> List[BabiExample]:
+    """Parse the lines of one bAbI file into examples (strict; see the module docstring)."""
+    examples: List[BabiExample] = []
+    statements: List[List[str]] = []          # statements of the current story
+    line_kind: Dict[int, Optional[int]] = {}  # story line id -> statement index (None: question)
+    prev_id = 0
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\n").rstrip("\r")
+        where = f"{path}:{lineno}"
+        if not line.strip():
+            raise ValueError(f"{where}: empty line (bAbI files have none)")
+        m = re.match(r"^(\d+) (.*)$", line)
+        if m is None:
+            raise ValueError(f"{where}: expected 'ID text', got {line[:60]!r}")
+        lid = int(m.group(1))
+        body = m.group(2)
+        if lid == 1:
+            statements, line_kind = [], {}
+        elif lid != prev_id + 1:
+            raise ValueError(f"{where}: line id {lid} does not follow {prev_id} (ids restart at 1 "
+                             f"for a new story and otherwise increase by 1)")
+        prev_id = lid
+        if "\t" not in body:
+            words = tokenize(body)
+            if not words:
+                raise ValueError(f"{where}: statement has no words")
+            line_kind[lid] = len(statements)
+            statements.append(words)
+            continue
+        fields = body.split("\t")
+        if len(fields) != 3:
+            raise ValueError(f"{where}: question line needs 3 tab-separated fields "
+                             f"(question, answer, supporting ids), found {len(fields)}")
+        question, answer, sup = fields
+        query = tokenize(question)
+        answer = answer.strip().lower()
+        if not query:
+            raise ValueError(f"{where}: question has no words")
+        if not answer or any(c.isspace() for c in answer):
+            raise ValueError(f"{where}: answer must be one non-empty token, got {answer!r}")
+        supports: List[int] = []
+        for s in sup.split():
+            if not s.isdigit():
+                raise ValueError(f"{where}: supporting fact id {s!r} is not a number")
+            sid = int(s)
+            if sid >= lid:
+                raise ValueError(f"{where}: supporting fact {sid} points forward (question is line {lid})")
+            if sid not in line_kind:
+                raise ValueError(f"{where}: supporting fact {sid} is not a line of this story")
+            if line_kind[sid] is None:
+                raise ValueError(f"{where}: supporting fact {sid} is a question, not a statement")
+            supports.append(line_kind[sid])
+        examples.append(BabiExample([list(w) for w in statements], query, answer, supports,
+                                    task, where))
+        line_kind[lid] = None
+    return examples
+
+
+def parse_babi_file(path: str, task: int = 0) -> List[BabiExample]:
+    """Parse one bAbI file (UTF-8). Raises ValueError naming the file and line on bad input."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    if not lines:
+        raise ValueError(f"{path}: empty file")
+    return parse_babi_lines(lines, path, task)
+
+
+def find_task_files(folder: str) -> Dict[int, Dict[str, str]]:
+    """Map task number -> {"train": path, "test": path} for every ``qa{N}_*_{train,test}.txt``."""
+    if not os.path.isdir(folder):
+        raise ValueError(f"bAbI data folder {folder!r} does not exist")
+    found: Dict[int, Dict[str, str]] = {}
+    for path in sorted(glob(os.path.join(folder, "qa*_*.txt"))):
+        m = _FILE_RE.match(os.path.basename(path))
+        if m is None:
+            continue
+        n, split = int(m.group(1)), m.group(2)
+        if split in found.setdefault(n, {}):
+            raise ValueError(f"{folder}: two {split} files for task {n}: "
+                             f"{found[n][split]} and {path}")
+        found[n][split] = path
+    if not found:
+        raise ValueError(f"{folder}: no files named qa{{N}}_*_{{train,test}}.txt")
+    return found
+
+
+def parse_task_list(spec: str, available: Sequence[int]) -> List[int]:
+    """``"1"``, ``"1,2,3"``, ``"1-20"`` or ``"all"`` -> sorted task numbers (checked against data)."""
+    spec = str(spec).strip()
+    if spec.lower() == "all":
+        return sorted(available)
+    tasks: List[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = part.split("-")
+                tasks.extend(range(int(a), int(b) + 1))
+            else:
+                tasks.append(int(part))
+        except ValueError:
+            raise ValueError(f"--babi-tasks: cannot read {spec!r} (use 1 or 1,2,3 or 1-20 or all)")
+    missing = [t for t in tasks if t not in available]
+    if missing:
+        raise ValueError(f"--babi-tasks: task(s) {missing} not found (available: {sorted(available)})")
+    return sorted(set(tasks))
+
+
+def split_train_valid(n: int, valid_fraction: float, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Seeded split of ``range(n)`` into train/valid indices (900/100 for a 1k file at 0.1)."""
+    n_valid = int(round(n * valid_fraction))
+    perm = np.random.RandomState(seed).permutation(n)
+    return np.sort(perm[n_valid:]), np.sort(perm[:n_valid])
+
+
+def encode_examples(examples: Sequence[BabiExample], dictionary, memory_size: int
+                    ) -> Dict[str, Tensor]:
+    """Tensorise examples with ``dictionary`` (unknown words -> unk).
+
+    Memory slot 0 holds the MOST RECENT statement (so the slot index is the reverse temporal
+    index of §4.1); only the last ``memory_size`` statements are kept.
+
+    Returns story (N, M, L) long, query (N, Lq) long, answer (N,) long, n_mem (N,) long, where
+    M = min(memory_size, longest story), L / Lq the longest sentence / question; padding = pad.
+    """
+    pad = dictionary.pad()
+    n = len(examples)
+    mems = [ex.story[-memory_size:][::-1] for ex in examples]
+    M = max(1, max((len(m) for m in mems), default=1))
+    L = max(1, max((len(s) for m in mems for s in m), default=1))
+    Lq = max(1, max((len(ex.query) for ex in examples), default=1))
+    story = torch.full((n, M, L), pad, dtype=torch.long)
+    query = torch.full((n, Lq), pad, dtype=torch.long)
+    answer = torch.empty(n, dtype=torch.long)
+    n_mem = torch.empty(n, dtype=torch.long)
+    index = dictionary.index
+    for i, (ex, mem) in enumerate(zip(examples, mems)):
+        n_mem[i] = len(mem)
+        for j, sent in enumerate(mem):
+            story[i, j, :len(sent)] = torch.tensor([index(w) for w in sent])
+        query[i, :len(ex.query)] = torch.tensor([index(w) for w in ex.query])
+        answer[i] = index(ex.answer)
+    return {"story": story, "query": query, "answer": answer, "n_mem": n_mem}
+
+
+class BabiDataset(FairseqDataset):
+    """Pre-tensorised bAbI examples; :meth:`collater` trims padding to the batch's extent.
+
+    ``shuffle``: ordered_indices() is a random permutation (fairseq seeds it per epoch), so that
+    minibatches are drawn at random as in §4.1; otherwise the file order.
+    """
+
+    def __init__(self, examples: Sequence[BabiExample], dictionary, memory_size: int = 50,
+                 shuffle: bool = False):
+        self.shuffle = shuffle
+        self.examples = list(examples)
+        self.dictionary = dictionary
+        self.memory_size = memory_size
+        self.tensors = encode_examples(self.examples, dictionary, memory_size)
+        story = self.tensors["story"]
+        self.sent_len = (story.ne(dictionary.pad())).sum(-1).max(-1).values  # (N,)
+        self.sizes = (self.tensors["n_mem"] * story.size(2)).numpy()
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def collater(self, samples: List[int]) -> dict:
+        """Batch of indices -> fairseq sample dict.
+
+        net_input: story (B, M_b, L_b), query (B, Lq_b); target (B,); id (B,).
+        """
+        if len(samples) == 0:
+            return {}
+        idx = torch.as_tensor(samples, dtype=torch.long)
+        return self.batch(idx)
+
+    def batch(self, idx: Tensor) -> dict:
+        pad = self.dictionary.pad()
+        t = self.tensors
+        m = int(t["n_mem"][idx].max())
+        ls = int(self.sent_len[idx].max().clamp(min=1))
+        story = t["story"][idx, :m, :ls]
+        query = t["query"][idx]
+        lq = int(query.ne(pad).sum(1).max().clamp(min=1))
+        query = query[:, :lq]
+        return {
+            "id": idx,
+            "nsentences": len(idx),
+            "ntokens": len(idx),
+            "net_input": {"story": story.contiguous(), "query": query.contiguous()},
+            "target": t["answer"][idx],
+        }
+
+    def num_tokens(self, index: int) -> int:
+        return int(self.sizes[index])
+
+    def size(self, index: int) -> int:
+        return int(self.sizes[index])
+
+    def ordered_indices(self) -> np.ndarray:
+        if self.shuffle:
+            return np.random.permutation(len(self))
+        return np.arange(len(self))

@@ -1,0 +1,464 @@
+""""Guess the number": the game, its teacher, scripted players and the bAbI-format dialogue (METHOD §4.4).
+
+A teacher picks an integer target in ``[low, high]``. Each round the student says a guess (a token);
+the teacher answers ``larger`` (target > guess), ``smaller`` (target < guess) or ``correct``; a token
+that is not a number gets ``invalid`` and carries no information. A game ends when the guess is
+correct or after ``max_tries`` guesses (100 in the seed, D §6.6).
+
+The *bounds implied by the history* are the integers still possible given every hint so far::
+
+    lo = max(low,  {g + 1 : g answered "larger"})      hi = min(high, {g - 1 : g answered "smaller"})
+
+A guess is *accurate* when it is a number in ``[lo, hi]`` (out-of-bounds and non-number guesses are
+not). Metrics over a set of played games (D §6.6): accuracy = accurate guesses / guesses (micro
+average; the per-game mean is reported too), success = share of games won within ``max_tries``,
+rounds = mean number of guesses in won games.
+
+Dialogue as bAbI v1.2 text (one story per game; ids restart at 1; question lines are not memories):
+
+    1 select a number between 0 and 10 .
+    2 what is your guess ?<TAB>5<TAB>1
+    3 i guess 5 larger .
+    4 what is your guess ?<TAB>8<TAB>1 3
+    5 i guess 8 smaller .
+    6 what is your guess ?<TAB>7<TAB>3 5
+
+The opening line states the range and is the supporting fact of a bound no hint has tightened yet;
+otherwise the supporting facts are the round lines that set the current ``lo`` and ``hi`` (the
+earliest line that reached the current value). In the ``split`` style a round is two lines,
+``i guess 5 .`` and ``larger .``, and both lines of a bound-setting round are supporting facts.
+The game's winning round (the last question's answer) is not written as a line. Numbers are always
+single whitespace-free tokens (``low >= 0``), so any bAbI tokenizer keeps them whole.
+
+Everything here is model-agnostic: a :class:`Player` maps histories to guess tokens, and the same
+loop (:func:`play_games`) runs the scripted players of the data generator and the tests and the
+trained memory network of ``fairseq_acvi.cli.guess_number``.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+LARGER, SMALLER, CORRECT, INVALID = "larger", "smaller", "correct", "invalid"
+HINTS = (LARGER, SMALLER, CORRECT, INVALID)
+QUESTION = "what is your guess ?"
+STYLES = ("joint", "split")
+_NUMBER = re.compile(r"^(0|[1-9][0-9]*)$")
+_OPENING = re.compile(r"^select a number between (\S+) and (\S+) \.$")
+_JOINT = re.compile(r"^i guess (\S+) (larger|smaller) \.$")
+_SPLIT_GUESS = re.compile(r"^i guess (\S+) \.$")
+_SPLIT_HINT = re.compile(r"^(larger|smaller) \.$")
+
+
+def is_number(token: str) -> bool:
+    """True for a non-negative integer written as one token without sign or leading zeros."""
+    return bool(_NUMBER.match(token))
+
+
+def check_range(low: int, high: int) -> None:
+    """Raise ValueError unless ``0 <= low < high`` (numbers must stay single sign-free tokens)."""
+    if low < 0 or high <= low:
+        raise ValueError(f"--low/--high: need 0 <= low < high, got low={low} high={high}")
+
+
+@dataclass(frozen=True)
+class Round:
+    """One exchange: the student's guess token and the teacher's hint (one of :data:`HINTS`)."""
+
+    guess: str
+    hint: str
+
+
+@dataclass
+class History:
+    """What a player may see: the range and the rounds so far (never the target)."""
+
+    low: int
+    high: int
+    rounds: List[Round] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Bounds implied by a history: the inclusive interval ``[lo, hi]`` of still-possible targets.
+
+    ``lo_round`` / ``hi_round``: index (0-based) of the earliest round whose hint set the current
+    ``lo`` / ``hi``; None while that bound is still the range's own end.
+    """
+
+    lo: int
+    hi: int
+    lo_round: Optional[int]
+    hi_round: Optional[int]
+
+    def contains(self, token: str) -> bool:
+        return is_number(token) and self.lo <= int(token) <= self.hi
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo + 1
+
+
+def teacher_hint(target: int, guess: str) -> str:
+    """The teacher's answer to ``guess`` for the true ``target`` (``invalid`` for a non-number)."""
+    if not is_number(guess):
+        return INVALID
+    g = int(guess)
+    return CORRECT if g == target else (LARGER if target > g else SMALLER)
+
+
+def implied_bounds(low: int, high: int, rounds: Sequence[Round]) -> Bounds:
+    """Bounds implied by the hints of ``rounds`` on the range ``[low, high]`` (see module doc).
+
+    A hint that does not tighten a bound (an out-of-bounds guess) changes nothing; ``invalid``
+    rounds carry no information. ``correct`` pins the interval to the guess.
+    """
+    lo, hi, lo_round, hi_round = low, high, None, None
+    for i, r in enumerate(rounds):
+        if r.hint == INVALID:
+            continue
+        g = int(r.guess)
+        if r.hint in (LARGER, CORRECT) and g + (r.hint == LARGER) > lo:
+            lo, lo_round = g + (r.hint == LARGER), i
+        if r.hint in (SMALLER, CORRECT) and g - (r.hint == SMALLER) < hi:
+            hi, hi_round = g - (r.hint == SMALLER), i
+    return Bounds(lo, hi, lo_round, hi_round)
+
+
+def bisect_rounds_bound(low: int, high: int) -> int:
+    """Worst-case guesses of the bisecting player on ``[low, high]``: ⌈log2(n + 1)⌉, n = high-low+1."""
+    return math.ceil(math.log2(high - low + 2))
+
+
+# --------------------------------------------------------------------------------------- players
+class Player:
+    """Maps histories to guess tokens. Subclasses override :meth:`guess` or :meth:`guess_batch`."""
+
+    def guess(self, history: History) -> str:
+        return self.guess_batch([history])[0]
+
+    def guess_batch(self, histories: Sequence[History]) -> List[str]:
+        return [self.guess(h) for h in histories]
+
+
+class RandomPlayer(Player):
+    """Guesses uniformly at random inside the implied bounds (the training-data student, §4.4)."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def guess(self, history: History) -> str:
+        b = implied_bounds(history.low, history.high, history.rounds)
+        return str(self.rng.randint(b.lo, b.hi))
+
+
+class BisectPlayer(Player):
+    """Guesses the midpoint ``(lo + hi) // 2`` of the implied bounds."""
+
+    def guess(self, history: History) -> str:
+        b = implied_bounds(history.low, history.high, history.rounds)
+        return str((b.lo + b.hi) // 2)
+
+
+class LowerBoundPlayer(Player):
+    """Guesses the lower implied bound ``lo`` (a linear search: target − low + 1 guesses)."""
+
+    def guess(self, history: History) -> str:
+        return str(implied_bounds(history.low, history.high, history.rounds).lo)
+
+
+class ConstantPlayer(Player):
+    """Always says the same token (e.g. a non-number, to exercise the invalid-output path)."""
+
+    def __init__(self, token: str):
+        self.token = token
+
+    def guess(self, history: History) -> str:
+        return self.token
+
+
+PLAYERS = {"random": RandomPlayer, "bisect": BisectPlayer, "lower": LowerBoundPlayer}
+
+
+def make_player(name: str, rng: random.Random) -> Player:
+    """A scripted player by name (``random`` | ``bisect`` | ``lower``)."""
+    if name not in PLAYERS:
+        raise ValueError(f"--player: unknown player {name!r}; choose from {sorted(PLAYERS)}")
+    return RandomPlayer(rng) if name == "random" else PLAYERS[name]()
+
+
+# ------------------------------------------------------------------------------------- game loop
+@dataclass
+class GameRecord:
+    """A played game: target, rounds, and for each guess whether it lay inside the implied bounds."""
+
+    low: int
+    high: int
+    target: int
+    rounds: List[Round] = field(default_factory=list)
+    accurate: List[bool] = field(default_factory=list)
+
+    @property
+    def won(self) -> bool:
+        return bool(self.rounds) and self.rounds[-1].hint == CORRECT
+
+    @property
+    def invalid(self) -> int:
+        return sum(r.hint == INVALID for r in self.rounds)
+
+    def history(self, n_rounds: Optional[int] = None) -> History:
+        return History(self.low, self.high, list(self.rounds[:n_rounds]))
+
+
+def play_games(player: Player, targets: Sequence[int], low: int, high: int,
+               max_tries: int = 100) -> List[GameRecord]:
+    """Play one game per target, all games in lock-step (one :meth:`Player.guess_batch` per round).
+
+    Returns the records in the order of ``targets``. A game stops when won or after ``max_tries``.
+    """
+    check_range(low, high)
+    for t in targets:
+        if not low <= t <= high:
+            raise ValueError(f"target {t} outside [{low}, {high}]")
+    if max_tries < 1:
+        raise ValueError(f"--max-tries must be >= 1, got {max_tries}")
+    games = [GameRecord(low, high, t) for t in targets]
+    for _ in range(max_tries):
+        active = [g for g in games if not g.won]
+        if not active:
+            break
+        guesses = player.guess_batch([g.history() for g in active])
+        if len(guesses) != len(active):
+            raise RuntimeError(f"player returned {len(guesses)} guesses for {len(active)} games")
+        for g, token in zip(active, guesses):
+            token = str(token)
+            g.accurate.append(implied_bounds(low, high, g.rounds).contains(token))
+            g.rounds.append(Round(token, teacher_hint(g.target, token)))
+    return games
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Game metrics (D §6.6); fractions in [0, 1]; ``rounds`` is NaN when no game was won."""
+
+    games: int
+    guesses: int
+    accuracy: float          # accurate guesses / all guesses
+    accuracy_per_game: float  # mean over games of the per-game accuracy
+    success: float
+    rounds: float
+    invalid: int             # guesses that were not number tokens
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarize(records: Sequence[GameRecord]) -> Metrics:
+    if not records:
+        raise ValueError("no games to summarize")
+    guesses = sum(len(r.accurate) for r in records)
+    won = [r for r in records if r.won]
+    return Metrics(
+        games=len(records),
+        guesses=guesses,
+        accuracy=sum(sum(r.accurate) for r in records) / guesses,
+        accuracy_per_game=sum(sum(r.accurate) / len(r.accurate) for r in records) / len(records),
+        success=len(won) / len(records),
+        rounds=sum(len(r.rounds) for r in won) / len(won) if won else float("nan"),
+        invalid=sum(r.invalid for r in records),
+    )
+
+
+def transcript(record: GameRecord) -> str:
+    """Human-readable play-by-play of one game (bounds shown before each guess)."""
+    lines = [f"target {record.target} in [{record.low}, {record.high}]"]
+    for i, (r, ok) in enumerate(zip(record.rounds, record.accurate)):
+        b = implied_bounds(record.low, record.high, record.rounds[:i])
+        bounds = f"[{b.lo}, {b.hi}]"
+        lines.append(f"  round {i + 1:3d}  bounds {bounds:<10}  guess {r.guess:>6}  "
+                     f"{'in bounds' if ok else 'OUT OF BOUNDS'}  -> {r.hint}")
+    acc = sum(record.accurate) / max(1, len(record.accurate))
+    lines.append(f"  {'won' if record.won else 'lost'} after {len(record.rounds)} rounds, "
+                 f"accuracy {acc:.2f}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- dialogue as text
+def opening_line(low: int, high: int) -> str:
+    return f"select a number between {low} and {high} ."
+
+
+def round_lines(r: Round, style: str = "joint") -> List[str]:
+    """The statement line(s) of a finished, non-winning round."""
+    if style == "joint":
+        return [f"i guess {r.guess} {r.hint} ."]
+    if style == "split":
+        return [f"i guess {r.guess} .", f"{r.hint} ."]
+    raise ValueError(f"--style: unknown dialogue style {style!r}; choose from {STYLES}")
+
+
+def story_lines(history: History, style: str = "joint") -> List[str]:
+    """The statements a reader of ``history`` has heard, oldest first (opening + every round)."""
+    out = [opening_line(history.low, history.high)]
+    for r in history.rounds:
+        out.extend(round_lines(r, style))
+    return out
+
+
+def _round_line_ids(k: int, style: str) -> List[int]:
+    """bAbI line ids of the statement line(s) of round ``k`` (0-based) in a :func:`babi_story`."""
+    per_round = len(round_lines(Round("0", LARGER), style))
+    first = 3 + k * (1 + per_round)  # line 1 opening, then per round: question + statements
+    return list(range(first, first + per_round))
+
+
+def support_ids(bounds: Bounds, style: str = "joint") -> List[int]:
+    """Supporting facts of a question: the lines that set ``bounds`` (1 = the opening line)."""
+    return sorted({i for r in (bounds.lo_round, bounds.hi_round)
+                   for i in ([1] if r is None else _round_line_ids(r, style))})
+
+
+def babi_story(record: GameRecord, style: str = "joint") -> List[str]:
+    """One game as bAbI v1.2 lines (without newlines): a question before every guess.
+
+    The answer is the guess that was played; supporting facts are the line ids that define the
+    bounds implied by the history (module doc). Only games whose guesses are all number tokens can
+    be written (an answer must be a word of the game).
+    """
+    lines = [f"1 {opening_line(record.low, record.high)}"]
+    for k, r in enumerate(record.rounds):
+        if not is_number(r.guess):
+            raise ValueError(f"cannot write a non-number guess {r.guess!r} as a bAbI answer")
+        b = implied_bounds(record.low, record.high, record.rounds[:k])
+        support = " ".join(map(str, support_ids(b, style)))
+        lines.append(f"{len(lines) + 1} {QUESTION}\t{r.guess}\t{support}")
+        if r.hint == CORRECT:
+            break
+        for text in round_lines(r, style):
+            lines.append(f"{len(lines) + 1} {text}")
+    return lines
+
+
+def write_babi(records: Iterable[GameRecord], path: Path, style: str = "joint") -> int:
+    """Write games to ``path`` in bAbI format; returns the number of questions written."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for rec in records:
+            for line in babi_story(rec, style):
+                f.write(line + "\n")
+                n += "\t" in line
+    return n
+
+
+# --------------------------------------------------------------------------- reading back (check)
+@dataclass
+class ParsedQA:
+    """One question read back: the history before it, the answer and its supporting-fact ids."""
+
+    history: History
+    answer: str
+    support: List[int]
+    lineno: int
+
+
+def read_babi_games(path: Path, style: str = "joint") -> List[List[ParsedQA]]:
+    """Parse a file written by :func:`write_babi` and check every line; one list of QAs per game.
+
+    Checks: ids start at 1 and increase by 1; the opening line comes first and states a valid range;
+    every statement is a well-formed round line whose hint is the one the current bounds allow
+    (i.e. consistent with some target); every question's answer is a number inside the bounds
+    implied by the history (the recorded student never guesses out of bounds), its supporting facts
+    are exactly the lines defining those bounds, and a question is followed by its guess's round
+    line(s) with the same guess. Raises ValueError naming ``path:line`` on the first problem.
+    """
+    games: List[List[ParsedQA]] = []
+    rounds: List[Round] = []
+    low = high = None
+    expect_id = 1
+    pending: Optional[Tuple[str, int]] = None  # (guess of last question, its line) awaiting round line
+    split_guess: Optional[str] = None
+
+    def fail(lineno: int, msg: str):
+        raise ValueError(f"{path}:{lineno}: {msg}")
+
+    def close_round(lineno: int, guess: str, hint: str):
+        nonlocal pending
+        if pending is None or pending[0] != guess:
+            fail(lineno, f"round line 'i guess {guess}' does not follow a question answered {guess}")
+        b = implied_bounds(low, high, rounds)
+        g = int(guess)
+        if hint == INVALID or (hint == LARGER and g >= b.hi) or (hint == SMALLER and g <= b.lo):
+            fail(lineno, f"hint {hint!r} for guess {g} is impossible with bounds [{b.lo}, {b.hi}]")
+        rounds.append(Round(guess, hint))
+        pending = None
+
+    with open(path, encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.rstrip("\n")
+            m = re.match(r"^(\d+) (.*)$", line)
+            if not m:
+                fail(lineno, f"expected 'ID text', got {line!r}")
+            nid, text = int(m.group(1)), m.group(2)
+            if nid == 1:
+                if split_guess is not None:
+                    fail(lineno, "previous game ended between a guess line and its hint line")
+                mo = _OPENING.match(text)
+                if not mo or not (is_number(mo.group(1)) and is_number(mo.group(2))):
+                    fail(lineno, f"a game must open with {opening_line('LOW', 'HIGH')!r}, got {text!r}")
+                low, high = int(mo.group(1)), int(mo.group(2))
+                if high <= low:
+                    fail(lineno, f"empty range [{low}, {high}]")
+                games.append([])
+                rounds, pending, expect_id = [], None, 2
+                continue
+            if nid != expect_id:
+                fail(lineno, f"line id {nid}, expected {expect_id} (or 1 to start a new game)")
+            expect_id += 1
+            if "\t" in text:
+                parts = text.split("\t")
+                if len(parts) != 3 or parts[0] != QUESTION:
+                    fail(lineno, f"question line must be '{QUESTION}<TAB>answer<TAB>ids'")
+                if pending is not None or split_guess is not None:
+                    fail(lineno, "question before the previous guess got its hint")
+                answer, sup = parts[1], parts[2].split()
+                if not all(s.isdigit() for s in sup):
+                    fail(lineno, f"supporting facts must be line ids, got {parts[2]!r}")
+                b = implied_bounds(low, high, rounds)
+                if not b.contains(answer):
+                    fail(lineno, f"answer {answer!r} outside the bounds [{b.lo}, {b.hi}] implied "
+                                 "by the history")
+                want = [str(i) for i in support_ids(b, style)]
+                if sup != want:
+                    fail(lineno, f"supporting facts {sup}, expected {want}")
+                games[-1].append(ParsedQA(History(low, high, list(rounds)), answer,
+                                          [int(s) for s in sup], lineno))
+                pending = (answer, lineno)
+                continue
+            if style == "joint":
+                mj = _JOINT.match(text)
+                if not mj:
+                    fail(lineno, f"expected 'i guess N larger|smaller .', got {text!r}")
+                close_round(lineno, mj.group(1), mj.group(2))
+            elif split_guess is None:
+                ms = _SPLIT_GUESS.match(text)
+                if not ms:
+                    fail(lineno, f"expected 'i guess N .', got {text!r}")
+                if pending is None or pending[0] != ms.group(1):
+                    fail(lineno, f"'i guess {ms.group(1)}' does not follow a question answered "
+                                 f"{ms.group(1)}")
+                split_guess = ms.group(1)
+            else:
+                mh = _SPLIT_HINT.match(text)
+                if not mh:
+                    fail(lineno, f"expected 'larger .' or 'smaller .', got {text!r}")
+                guess, split_guess = split_guess, None
+                close_round(lineno, guess, mh.group(1))
+    if split_guess is not None:
+        raise ValueError(f"{path}: file ends between a guess line and its hint line")
+    if not games:
+        raise ValueError(f"{path}: no games")
+    return games

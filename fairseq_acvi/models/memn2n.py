@@ -1,0 +1,321 @@
+"""End-to-end memory networks for bAbI: ``memn2n`` and the Bayesian ``t_memn2n`` (METHOD.md §4.1-4.2).
+
+Shapes: B batch, M memory slots (slot 0 = most recent statement), L words per sentence, Lq words
+per question, d = δ embedding size, V dictionary size, K hops, S posterior samples.
+
+One hop k (D 33-36):  m_i = Σ_j l_j ⊙ A^k x_ij + T_A^k(i),  c_i = Σ_j l_j ⊙ C^k x_ij + T_C^k(i),
+ϖ = softmax(uᵀ m) over non-empty slots,  o = Σ_i ϖ_i c_i,  u ← u + o;  â = softmax(W u^{K+1}).
+u¹ = Σ_j l_j ⊙ B q_j. Position encoding l_kj = (1 − j/J) − (k/d)(1 − 2j/J) with J the sentence's
+own length (j = 1..J, k = 1..d); the nil word (pad) embeds to 0.
+Tying: ``layerwise`` (A¹ = … = A^K, C¹ = … = C^K, one B, separate W) or ``adjacent``
+(A^{k+1} = C^k, B = A¹, W = C^{K}ᵀ; K + 1 matrices E_0..E_K).
+Random noise (training only): per story, 0..⌈0.1 n⌉ empty memories are inserted at random
+positions, i.e. the temporal indices of the n real memories are a random ordered subset of
+0..n+n_blank−1. Linear start: no softmax in the hops for the first ``--linear-start-epochs``.
+
+``t_memn2n`` replaces each embedding matrix by a Student-t posterior
+(:class:`~fairseq_acvi.modules.student_t.StudentTMatrices`); T_A, T_C and W stay point estimates.
+Training uses one escort draw per minibatch; evaluation averages the answer distribution over
+``--mc-samples`` draws in probability space (float32), or uses μ ("mean" / 0). The S draws are
+folded into the batch: one pass, the data-only position-encoding bags are shared by all draws.
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
+from torch import Tensor
+
+from fairseq_acvi.modules.student_t import StudentTMatrices
+
+TYING = ChoiceEnum(["layerwise", "adjacent"])
+
+
+def position_encoding(lengths: Tensor, max_len: int, dim: int) -> Tensor:
+    """l_kj = (1 − j/J) − (k/d)(1 − 2j/J) for j ≤ J, 0 beyond (METHOD §4.1).
+
+    lengths: (*) sentence lengths J (0 for an empty slot). Returns (*, max_len, dim) float32.
+    """
+    j = torch.arange(1, max_len + 1, device=lengths.device, dtype=torch.float32)   # (L,)
+    k = torch.arange(1, dim + 1, device=lengths.device, dtype=torch.float32)       # (d,)
+    J = lengths.to(torch.float32).clamp(min=1).unsqueeze(-1)                       # (*, 1)
+    jj = j / J                                                                      # (*, L)
+    pe = (1 - jj).unsqueeze(-1) - (k / dim) * (1 - 2 * jj).unsqueeze(-1)            # (*, L, d)
+    return pe * (j <= J).unsqueeze(-1).to(pe.dtype)
+
+
+def noisy_time_index(n_mem: Tensor, slots: int, noise: float) -> Tensor:
+    """Temporal indices with random empty memories inserted (§4.1 "random noise").
+
+    n_mem: (B,) number of real memories. Returns (B, slots) long: for each story an ordered
+    random subset of 0..n+n_blank−1 (n_blank uniform in 0..⌈noise·n⌉) in its first n entries;
+    entries beyond n are padding (their memories are masked anyway).
+    """
+    B = n_mem.size(0)
+    extra = int(math.ceil(noise * slots))
+    K = slots + extra
+    dev = n_mem.device
+    n_blank = torch.floor(torch.rand(B, device=dev) * (torch.ceil(noise * n_mem.float()) + 1)).long()
+    total = n_mem + n_blank                                                     # (B,)
+    pos = torch.arange(K, device=dev).expand(B, K)
+    keys = torch.rand(B, K, device=dev).masked_fill(pos >= total[:, None], 2.0)
+    first = keys.argsort(1)[:, :slots]                       # the n smallest keys lead each row
+    first = first.masked_fill(pos[:, :slots] >= n_mem[:, None], 2 * K)
+    return first.sort(1).values.clamp(max=K - 1)
+
+
+@dataclass
+class MemN2NConfig(FairseqDataclass):
+    embed_dim: int = field(default=20, metadata={"help": "embedding size δ"})
+    hops: int = field(default=3, metadata={"help": "number of memory hops K"})
+    tying: TYING = field(default="layerwise", metadata={"help": "weight tying across hops"})
+    position_encoding: bool = field(default=True, metadata={"help": "position encoding (else BoW)"})
+    temporal_encoding: bool = field(default=True, metadata={"help": "learned T_A, T_C"})
+    random_noise: float = field(default=0.1, metadata={
+        "help": "share of empty memories inserted at random during training (0 = off)"})
+    linear_start_epochs: int = field(default=0, metadata={
+        "help": "epochs without the attention softmax at the start of training (0 = off)"})
+    init_std: float = field(default=0.1, metadata={"help": "N(0, std²) initialisation"})
+
+
+class MemN2NModel(BaseFairseqModel):
+    """MemN2N (Sukhbaatar et al. 2015) with PE, TE, RN, layer-wise/adjacent tying (§4.1).
+
+    forward(story (B, M, L), query (B, Lq)) -> (log_probs (B, V) float32,
+    {"attn": (B, K, M) per-hop attention, "mem_mask": (B, M) bool}).
+    """
+
+    def __init__(self, cfg, dictionary, memory_size: int):
+        super().__init__()
+        self.cfg = cfg
+        self.pad = dictionary.pad()
+        self.vocab = len(dictionary)
+        self.dim = cfg.embed_dim
+        self.hops = cfg.hops
+        self.tying = cfg.tying
+        self.memory_size = memory_size
+        self.linear_start = cfg.linear_start_epochs > 0
+        t_rows = memory_size + int(math.ceil(cfg.random_noise * memory_size))
+        n_tables = 2 if self.tying == "layerwise" else self.hops + 1
+        std = cfg.init_std
+        self.temporal = nn.ParameterList(
+            [nn.Parameter(torch.randn(t_rows, self.dim) * std) for _ in range(n_tables)])
+        keep = torch.ones(self.vocab, 1)
+        keep[self.pad] = 0.0
+        self.register_buffer("keep", keep, persistent=False)
+        self.build_embeddings()
+        if self.tying == "layerwise":
+            self.out_proj = nn.Linear(self.dim, self.vocab, bias=False)
+            nn.init.normal_(self.out_proj.weight, std=std)
+
+    # ----------------------------------------------------------------- embeddings
+    def embedding_names(self) -> List[str]:
+        if self.tying == "layerwise":
+            return ["A", "B", "C"]
+        return [f"E{k}" for k in range(self.hops + 1)]
+
+    def build_embeddings(self):
+        self.emb = nn.ParameterDict({n: nn.Parameter(torch.randn(self.vocab, self.dim)
+                                                     * self.cfg.init_std)
+                                     for n in self.embedding_names()})
+
+    def embedding_tables(self, samples: Optional[int]) -> Tuple[Dict[str, Tensor], int]:
+        """name -> table: (V, d), or (S, V, d) for S draws; returns (tables, S)."""
+        return {n: w * self.keep for n, w in self.emb.items()}, 1
+
+    # ----------------------------------------------------------------- fairseq API
+    @classmethod
+    def build_model(cls, cfg, task):
+        return cls(cfg, task.source_dictionary, task.cfg.memory_size)
+
+    def begin_epoch(self, epoch: int):
+        """Linear start: the attention softmax is off for epochs 1..linear_start_epochs."""
+        self.linear_start = epoch <= self.cfg.linear_start_epochs
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        lp = net_output[0].float()
+        return lp if log_probs else lp.exp()
+
+    def answer_log_probs(self, story: Tensor, query: Tensor) -> Tensor:
+        """(B, V) float32 log-probabilities of the answer over the task dictionary."""
+        return self(story, query)[0].float()
+
+    def max_positions(self):
+        return None
+
+    # ----------------------------------------------------------------- forward
+    def forward(self, story: Tensor, query: Tensor):
+        tables, S = self.embedding_tables(self.eval_samples())
+        logits, attn, mem_mask = self.memory_hops(story, query, tables, S)
+        lp = torch.log_softmax(logits.float(), dim=-1)                    # (S·B, V)
+        if S > 1:
+            B = story.size(0)
+            lp = torch.logsumexp(lp.view(S, B, -1), dim=0) - math.log(S)  # mean of probabilities
+            attn = attn.view(S, B, *attn.shape[1:]).mean(0)
+        return lp, {"attn": attn, "mem_mask": mem_mask}
+
+    def eval_samples(self) -> Optional[int]:
+        return None
+
+    def bag_weights(self, tokens: Tensor) -> Tuple[Tensor, Tensor]:
+        """Position-encoding bags of a set of sentences (exact rewrite of the PE sum).
+
+        Since l_kj = a_j + k·b_j with a_j = 1 − j/J and b_j = −(1 − 2j/J)/d, the sentence vector
+        Σ_j l_j ⊙ E x_j equals P_a E + k ⊙ (P_b E) with P_a[v] = Σ_{j: x_j = v} a_j and
+        P_b[v] = Σ_{j: x_j = v} b_j: two (·, V) × (V, d) products instead of a gather over words.
+        tokens (*, L) -> P_a, P_b (*, V) float32 (BoW when position encoding is off: P_b = 0).
+        """
+        nonpad = tokens.ne(self.pad)
+        J = nonpad.sum(-1, keepdim=True).clamp(min=1).float()                  # (*, 1)
+        j = torch.arange(1, tokens.size(-1) + 1, device=tokens.device, dtype=torch.float32)
+        if self.cfg.position_encoding:
+            a = (1 - j / J) * nonpad                                            # (*, L)
+            b = -(1 - 2 * j / J) / self.dim * nonpad
+        else:
+            a, b = nonpad.float(), torch.zeros_like(J).expand_as(nonpad)
+        shape = tokens.shape[:-1] + (self.vocab,)
+        P_a = torch.zeros(shape, device=tokens.device).scatter_add_(-1, tokens, a)
+        P_b = torch.zeros(shape, device=tokens.device).scatter_add_(-1, tokens, b)
+        return P_a, P_b
+
+    def memory_hops(self, story: Tensor, query: Tensor, tables: Dict[str, Tensor], S: int):
+        """Run the K hops for S parameter draws (S = 1 for point estimates).
+
+        story (B, M, L), query (B, Lq); tables name -> (V, d) or (S, V, d). Returns logits
+        (S·B, V), attention (S·B, K, M), memory mask (B, M). Rows s·B..(s+1)·B belong to draw s.
+        """
+        B, M, L = story.shape
+        d = self.dim
+        mem_mask = story.ne(self.pad).any(-1)                                  # (B, M)
+        kvec = torch.arange(1, d + 1, device=story.device, dtype=torch.float32)
+        Ps_a, Ps_b = self.bag_weights(story)                                   # (B, M, V)
+        Pq_a, Pq_b = self.bag_weights(query)                                   # (B, V)
+        if self.training and self.cfg.random_noise > 0:
+            tidx = noisy_time_index(mem_mask.sum(-1), M, self.cfg.random_noise)   # (B, M)
+        else:
+            tidx = torch.arange(M, device=story.device).expand(B, M)
+
+        def sentences(P_a: Tensor, P_b: Tensor, table: Tensor) -> Tensor:
+            # (B, n, V) x (V, d) or (S, V, d) -> (S·B, n, d)
+            n = P_a.size(1)
+            x = torch.matmul(torch.cat([P_a, P_b], 1).view(1, B * 2 * n, -1).type_as(table),
+                             table.view(-1, self.vocab, d))                     # (S, B·2n, d)
+            x = x.view(-1, B, 2 * n, d)
+            return (x[:, :, :n] + kvec * x[:, :, n:]).reshape(-1, n, d)
+
+        def memories(table: Tensor, temporal: Tensor) -> Tensor:              # (S·B, M, d)
+            e = sentences(Ps_a, Ps_b, table)
+            if self.cfg.temporal_encoding:
+                e = (e.view(-1, B, M, d) + F.embedding(tidx, temporal)).view(-1, M, d)
+            return e
+
+        if self.tying == "layerwise":
+            u = sentences(Pq_a[:, None], Pq_b[:, None], tables["B"]).squeeze(1)   # (S·B, d)
+            m = memories(tables["A"], self.temporal[0])
+            c = memories(tables["C"], self.temporal[1])
+            ms, cs = [m] * self.hops, [c] * self.hops
+        else:
+            u = sentences(Pq_a[:, None], Pq_b[:, None], tables["E0"]).squeeze(1)
+            e = [memories(tables[f"E{k}"], self.temporal[k]) for k in range(self.hops + 1)]
+            ms, cs = e[:-1], e[1:]
+        mask = mem_mask.repeat(S, 1) if S > 1 else mem_mask                     # (S·B, M)
+        attn = []
+        for k in range(self.hops):
+            scores = torch.bmm(ms[k], u.unsqueeze(-1)).squeeze(-1).float()       # (S·B, M)
+            if self.linear_start and self.training:
+                p = scores.masked_fill(~mask, 0.0)
+            else:
+                p = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1) * mask
+            attn.append(p)
+            u = u + torch.bmm(p.unsqueeze(1).type_as(cs[k]), cs[k]).squeeze(1)
+        if self.tying == "layerwise":
+            logits = self.out_proj(u)
+        else:
+            W = tables[f"E{self.hops}"].view(-1, self.vocab, d)                  # (S, V, d)
+            logits = torch.bmm(u.view(W.size(0), -1, d), W.transpose(1, 2)).reshape(-1, self.vocab)
+        return logits, torch.stack(attn, dim=1), mem_mask
+
+
+@dataclass
+class TMemN2NConfig(MemN2NConfig):
+    prior_dof: float = field(default=10.0, metadata={"help": "ν of the prior t(0, I, ν)"})
+    nu_init: float = field(default=100.0, metadata={"help": "initial ν_A, ν_B, ν_C"})
+    sigma_init: float = field(default=0.01, metadata={"help": "initial posterior σ"})
+    mc_samples: str = field(default="10", metadata={
+        "help": "posterior draws averaged at evaluation: an integer ≥ 1, or 0 / 'mean' (use μ)"})
+
+
+class TMemN2NModel(MemN2NModel):
+    """t-MEM-NN (D §6.3): Student-t posteriors over the embedding matrices (§4.2).
+
+    Training: one escort draw per forward. Evaluation: mc_samples draws averaged in probability
+    space, or the posterior mean. ``posterior`` (StudentTMatrices) stacks the matrices named
+    ``names``; the criterion asks it for the divergence.
+    """
+
+    def build_embeddings(self):
+        c = self.cfg
+        self.names = self.embedding_names()
+        self.posterior = StudentTMatrices(len(self.names), self.vocab, self.dim, c.init_std,
+                                          c.sigma_init, c.nu_init, zero_rows=(self.pad,))
+        self.prior_dof = float(c.prior_dof)
+        self.set_mc_samples(c.mc_samples)
+
+    def set_mc_samples(self, value):
+        """0 / "mean" -> use μ; n ≥ 1 -> average n draws at evaluation."""
+        v = str(value).strip().lower()
+        if v == "mean":
+            v = "0"
+        if not v.isdigit():
+            raise ValueError(f"--mc-samples must be an integer >= 0 or 'mean', got {value!r}")
+        self.mc_samples = int(v)
+
+    def nus(self) -> Dict[str, Tensor]:
+        """name -> fitted ν (scalar tensors): nu_A, nu_B, nu_C with layer-wise tying."""
+        nu = self.posterior.nu
+        return {n: nu[i] for i, n in enumerate(self.names)}
+
+    def eval_samples(self) -> Optional[int]:
+        return None if self.training else self.mc_samples
+
+    def embedding_tables(self, samples: Optional[int]) -> Tuple[Dict[str, Tensor], int]:
+        if samples is None:                                   # training: one escort draw
+            w, S = self.posterior.sample(), 1
+        elif samples == 0:                                    # posterior mean
+            w, S = self.posterior.mean(), 1
+        else:                                                 # (S, n, V, d) -> per name (S, V, d)
+            w, S = self.posterior.sample(samples).transpose(0, 1), samples
+        return {n: w[i] for i, n in enumerate(self.names)}, S
+
+
+register_model("memn2n", dataclass=MemN2NConfig)(MemN2NModel)
+register_model("t_memn2n", dataclass=TMemN2NConfig)(TMemN2NModel)
+
+
+def _base(args):
+    args.embed_dim = getattr(args, "embed_dim", 20)
+    args.hops = getattr(args, "hops", 3)
+
+
+@register_model_architecture("memn2n", "memn2n_joint")
+def memn2n_joint(args):
+    """Joint training over the 20 tasks (Sukhbaatar et al. use δ = 50)."""
+    args.embed_dim = getattr(args, "embed_dim", 50)
+    _base(args)
+
+
+@register_model_architecture("memn2n", "memn2n_adjacent")
+def memn2n_adjacent(args):
+    args.tying = getattr(args, "tying", "adjacent")
+    _base(args)
+
+
+@register_model_architecture("t_memn2n", "t_memn2n_joint")
+def t_memn2n_joint(args):
+    args.embed_dim = getattr(args, "embed_dim", 50)
+    _base(args)

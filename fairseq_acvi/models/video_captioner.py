@@ -1,0 +1,162 @@
+"""``acvi_video_captioner``: BiLSTM over frame features → LSTM decoder with pluggable context
+inference (METHOD.md §2, §3.2; ACVI paper §2.2, §4.2, App. B).
+
+Architecture (preset ``acvi_video_captioner_msvd``, the paper's set-up)::
+
+    x_i  = dropout_in(f_i)                           f_i: (B, F, D) frame features (D = 1024, pool5)
+    h_i  = [→h_i ; ←h_i] = BiLSTM(x)                 (B, F, 1000) = 2 × 500, no embedding layer
+    s_t  = LSTM(E y_{t-1}, feed_{t-1})               (B, 1000), E: 256-d word embeddings
+    e_ti = vᵀ tanh(W_h h_i + W_s s_t + b)            W_h, W_s map to 100-d (``--attention-dim 100``)
+    c_t  = --context-inference {soft, acvi, structured, variational, ved}   (METHOD §2)
+    P_t  = softmax(V' tanh(V [s_t ; c_t]) + b')      (P 4; K-sample average for ACVI, D 88)
+
+**Decision ("states 1000-d")**: App. B says "All employed LSTMs entail 1000-dimensional
+states. These are mapped to 100-dimensional features via the matrices W_h and W_s in Eq. (1)".
+What W_h maps are the encodings h_i = [→h_i ; ←h_i] (P 1), so we make *those* 1000-d: 500 per
+encoder direction (``--encoder-hidden-size`` is per direction), and a 1000-d decoder state s_t.
+Annotations, decoder state and context then share one size. ``--encoder-hidden-size 1000`` gives
+the other reading (1000 per direction, 2000-d annotations; the ACVI log σ² MLP, of width
+d = dim h_i (P 18), then costs 4× more). Dropout 0.5 (Zaremba et al. 2015: on the non-recurrent
+connections — frame inputs, LSTM outputs, decoder inputs and the attentional hidden state). The
+VED latent is 100-d (App. B). Training: Adam (``fairseq-train --optimizer adam``); decoding: beam 5
+(``fairseq-generate --beam 5``); see ``recipes/captioning_msvd.sh``.
+
+Batches come from the ``video_captioning`` task: ``net_input = {src_feats (B, F, D) float32
+zero-padded, src_lengths (B,), prev_output_tokens (B, T)}``. The encoder casts the features to its
+own dtype (fairseq-train halves them under ``--fp16``, fairseq-generate does not). The frame feature
+size is fixed when the model is built (``--feature-dim`` of the task, saved in the checkpoint as
+``encoder_embed_dim``); a batch or a task with another size gets a clear error.
+
+K (Monte-Carlo samples of the ACVI context averaged at decoding) is a model option:
+``fairseq-generate --model-overrides "{'mc_samples': K}"`` (default 10; 0 = the mean).
+"""
+from typing import Dict, List
+
+import torch
+from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
+from fairseq.models.lstm import Embedding
+from torch import Tensor
+
+from fairseq_acvi.models.lstm_seq2seq import (
+    add_seq2seq_args, check_dictionary_sizes, seq2seq_defaults,
+)
+from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
+from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
+
+
+class FeatureBiLSTMEncoder(BiLSTMEncoder):
+    """BiLSTM over precomputed frame features (no embedding layer, no dictionary).
+
+    forward(src_feats (B, F, D), src_lengths (B,)) -> the dict of :class:`BiLSTMEncoder.encode`:
+    encoder_out [(B, F, 2H)], encoder_padding_mask [(B, F) bool, True at padded frames],
+    encoder_final / encoder_final_cell [(L, B, 2H)]. Frames at or beyond ``src_lengths[b]`` are
+    padding: they are excluded from the packed LSTM and get zero attention downstream.
+    """
+
+    def __init__(self, feature_dim: int, hidden_size: int, num_layers: int, dropout_in: float,
+                 dropout_out: float, max_positions: int = 1024):
+        super().__init__(None, feature_dim, hidden_size, num_layers, dropout_in, dropout_out,
+                         embed_tokens=None, max_positions=max_positions)
+        self.feature_dim = feature_dim
+
+    def forward(self, src_feats: Tensor, src_lengths: Tensor, **unused) -> Dict[str, List[Tensor]]:
+        if src_feats.dim() != 3 or src_feats.size(-1) != self.feature_dim:
+            raise ValueError(
+                f"acvi_video_captioner was built for {self.feature_dim}-d frame features but the "
+                f"batch has src_feats of shape {tuple(src_feats.shape)}; use the --feature-dim the "
+                f"model was trained with ({self.feature_dim}) and features of that size")
+        B, F_max = src_feats.shape[:2]
+        lengths = src_lengths.to(src_feats.device).long()
+        if lengths.shape != (B,) or bool((lengths < 1).any()) or bool((lengths > F_max).any()):
+            raise ValueError(f"src_lengths must hold 1..{F_max} frames for each of the {B} "
+                             f"videos, got {src_lengths.tolist()}")
+        pad = torch.arange(F_max, device=src_feats.device)[None, :] >= lengths[:, None]  # (B, F)
+        dtype = self.lstm.weight_ih_l0.dtype
+        x = src_feats.to(dtype).masked_fill(pad.unsqueeze(-1), 0.0)
+        return self.encode(x, lengths, pad)
+
+
+@register_model("acvi_video_captioner")
+class ACVIVideoCaptioner(FairseqEncoderDecoderModel):
+    """Video captioning seq2seq model (METHOD.md §3.2); see the module docstring."""
+
+    @staticmethod
+    def add_args(parser):
+        add_seq2seq_args(parser)
+        parser.add_argument("--encoder-dropout-in", type=float, metavar="D",
+                            help="dropout on the frame features entering the BiLSTM (default: "
+                                 "--dropout; 0 turns it off)")
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        task_dim = getattr(getattr(task, "cfg", None), "feature_dim", None)
+        feature_dim = args.encoder_embed_dim or task_dim
+        if feature_dim is None:
+            raise ValueError("acvi_video_captioner needs the frame feature size: use --task "
+                             "video_captioning --feature-dim D")
+        if task_dim is not None and task_dim != feature_dim:
+            raise ValueError(
+                f"acvi_video_captioner: the model takes {feature_dim}-d frame features "
+                f"(--encoder-embed-dim, saved in a checkpoint from the training --feature-dim) but "
+                f"the task reads --feature-dim {task_dim}; they must agree")
+        args.encoder_embed_dim = feature_dim  # saved with the model: the input size it is built for
+        max_frames = (getattr(getattr(task, "cfg", None), "max_frames", None)
+                      or args.max_source_positions)
+        tgt_dict = task.target_dictionary
+        encoder = FeatureBiLSTMEncoder(feature_dim, args.encoder_hidden_size, args.encoder_layers,
+                                       args.encoder_dropout_in, args.encoder_dropout_out,
+                                       max_positions=max_frames)
+        dec_embed = Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
+        decoder = ContextLSTMDecoder(args, tgt_dict, dec_embed, value_dim=encoder.output_units,
+                                     enc_final_dim=encoder.output_units)
+        if args.share_decoder_input_output_embed:
+            if args.decoder_embed_dim != args.decoder_out_embed_dim:
+                raise ValueError("--share-decoder-input-output-embed needs --decoder-embed-dim "
+                                 "== --decoder-out-embed-dim")
+            decoder.fc_out.weight = dec_embed.weight
+        return cls(encoder, decoder)
+
+    def forward(self, src_feats: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor, **kwargs):
+        """src_feats (B, F, D), src_lengths (B,), prev_output_tokens (B, T) ->
+        (lprobs (B, T, V) float32 log-probabilities, extra) as in :class:`ContextLSTMDecoder`."""
+        encoder_out = self.encoder(src_feats=src_feats, src_lengths=src_lengths)
+        return self.decoder(prev_output_tokens, encoder_out=encoder_out)
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        return self.decoder.get_normalized_probs(net_output, log_probs, sample)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        key = "encoder.lstm.weight_ih_l0"
+        if key in state_dict and state_dict[key].size(1) != self.encoder.feature_dim:
+            raise ValueError(
+                f"checkpoint was trained on {state_dict[key].size(1)}-d frame features but the "
+                f"model was built for {self.encoder.feature_dim}-d (--feature-dim); use the "
+                "feature size the model was trained with")
+        check_dictionary_sizes(self, state_dict)  # target side; there is no source dictionary
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+    def max_positions(self):
+        return (self.encoder.max_positions(), self.decoder.max_positions())
+
+
+def captioner_defaults(args, **overrides):
+    """Paper sizes (App. B) unless set: see the module docstring."""
+    defaults = dict(
+        dropout=0.5, encoder_embed_dim=None, encoder_hidden_size=500, encoder_layers=1,
+        decoder_embed_dim=256, decoder_hidden_size=1000, decoder_layers=1,
+        attention_type="additive", attention_dim=100, ved_latent_dim=100,
+    )
+    defaults.update(overrides)
+    # encoder_embed_dim stays None (= the task's --feature-dim) until build_model
+    seq2seq_defaults(args, **defaults)
+
+
+@register_model_architecture("acvi_video_captioner", "acvi_video_captioner")
+def base_architecture(args):
+    captioner_defaults(args)
+
+
+@register_model_architecture("acvi_video_captioner", "acvi_video_captioner_msvd")
+def acvi_video_captioner_msvd(args):
+    captioner_defaults(args)

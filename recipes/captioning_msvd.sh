@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Video captioning on MSVD/Youtube2Text with any context-inference variant (METHOD.md §3.2; published
+# numbers §5, P Table 3). Features -> train (Adam) -> decode valid and test (beam 5, one caption per
+# video) -> ROUGE-L / CIDEr (+ BLEU-4, METEOR) printed next to the paper's Table 3. From the repo root:
+#   CONTEXT=acvi bash recipes/captioning_msvd.sh [extra fairseq-train args]
+#   SMOKE=1 bash recipes/captioning_msvd.sh          # offline smoke run (~10 min on a busy 2-core CPU)
+# Options (env vars):
+#   CONTEXT=acvi        none | soft | acvi | structured | variational | ved
+#   FEATURES=synthetic  synthetic: deterministic stand-in features (offline; scores are meaningless)
+#                       real: GoogLeNet pool5 features of the clips; needs WEIGHTS=googlenet-1378be20.pth
+#                       (a local torchvision GoogLeNet IMAGENET1K_V1 state dict) and VIDEOS=YouTubeClips/
+#                       (MAPPING: default ../shared/data/msvd/youtube_mapping.txt)
+#   MSVD_DIR            caption files (default ../shared/data/msvd)
+#   DATA_DIR            default data-bin/msvd_${FEATURES}; built by data_scripts/prepare_msvd.sh if missing
+#   SAVE_DIR            default checkpoints/captioning_msvd_${CONTEXT}[_smoke]
+#   SMOKE=0             1: a tiny model (32-d LSTMs) for MAX_UPDATE=30 updates, logged every 10, to check the pipeline;
+#                       NOT the paper's model. Unset options below keep their defaults.
+#   ARCH=acvi_video_captioner_msvd (paper: 1000-d LSTM states, 100-d attention, 256-d embeddings,
+#                       dropout 0.5, additive attention)   MODEL_ARGS extra model options
+#   MAX_EPOCH=30  MAX_UPDATE (unset: no limit)  LR=0.001 (Adam defaults, P §3)  BATCH_SIZE=64
+#   CLIP_NORM=5  SEED=1  TRAIN=1 (0: skip training and evaluate SAVE_DIR/$CKPT)  CKPT=checkpoint_best.pt
+#   BEAM=5 (P §3)  MC_SAMPLES=10 (K samples averaged when decoding; 0 = the mean context)
+#   MAX_LEN=30 (longest caption generated, tokens; 99.9% of MSVD captions have ≤ 25 words)
+#   GEN_BATCH=100  GEN_ARGS extra fairseq-generate args
+#   METRICS     default "BLEU-4 METEOR ROUGE-L CIDEr" (METEOR only if java is on PATH)
+#   USER_DIR=fairseq_acvi  PYTHON=python
+# The paper's test split is "the last 600 clips"; the shared split files have 670 (see prepare_msvd.sh).
+set -euo pipefail
+CONTEXT="${CONTEXT:-acvi}"
+FEATURES="${FEATURES:-synthetic}"
+SMOKE="${SMOKE:-0}"
+suffix=""; [[ "$SMOKE" == "1" ]] && suffix="_smoke"
+MSVD_DIR="${MSVD_DIR:-../shared/data/msvd}"
+DATA_DIR="${DATA_DIR:-data-bin/msvd_${FEATURES}}"
+SAVE_DIR="${SAVE_DIR:-checkpoints/captioning_msvd_${CONTEXT}${suffix}}"
+WEIGHTS="${WEIGHTS:-}"
+VIDEOS="${VIDEOS:-}"
+MAPPING="${MAPPING:-$MSVD_DIR/youtube_mapping.txt}"
+ARCH="${ARCH:-acvi_video_captioner_msvd}"
+MODEL_ARGS="${MODEL_ARGS:-}"
+MAX_EPOCH="${MAX_EPOCH:-30}"
+MAX_UPDATE="${MAX_UPDATE:-}"
+LR="${LR:-0.001}"
+BATCH_SIZE="${BATCH_SIZE:-64}"
+CLIP_NORM="${CLIP_NORM:-5}"
+SEED="${SEED:-1}"
+TRAIN="${TRAIN:-1}"
+CKPT="${CKPT:-checkpoint_best.pt}"
+BEAM="${BEAM:-5}"
+MC_SAMPLES="${MC_SAMPLES:-10}"
+MAX_LEN="${MAX_LEN:-30}"
+GEN_BATCH="${GEN_BATCH:-100}"
+GEN_ARGS="${GEN_ARGS:-}"
+PYTHON="${PYTHON:-python}"
+USER_DIR="${USER_DIR:-fairseq_acvi}"
+if [[ -z "${METRICS:-}" ]]; then
+  METRICS="BLEU-4 ROUGE-L CIDEr"
+  command -v java > /dev/null && METRICS="BLEU-4 METEOR ROUGE-L CIDEr"
+fi
+if [[ "$SMOKE" == "1" ]]; then
+  MAX_UPDATE="${MAX_UPDATE:-30}"
+  LOG_INTERVAL="${LOG_INTERVAL:-10}"
+  MODEL_ARGS="--encoder-hidden-size 32 --decoder-hidden-size 32 --decoder-embed-dim 32 --attention-dim 16 $MODEL_ARGS"
+fi
+LOG_INTERVAL="${LOG_INTERVAL:-50}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+
+# 1. data: captions, dictionary and features (24 frames x 1024 per video)
+if [[ ! -f "$DATA_DIR/dict.txt" || ! -d "$DATA_DIR/features" ]]; then
+  case "$FEATURES" in
+    synthetic)
+      echo "[recipe] $DATA_DIR missing: captions + synthetic features with data_scripts/prepare_msvd.sh"
+      MSVD_DIR="$MSVD_DIR" OUT_DIR="$DATA_DIR" PYTHON="$PYTHON" bash data_scripts/prepare_msvd.sh --synthetic ;;
+    real)
+      [[ -n "$WEIGHTS" && -n "$VIDEOS" ]] || {
+        echo "[recipe] FEATURES=real needs WEIGHTS=<googlenet-1378be20.pth> and VIDEOS=<YouTubeClips folder>" >&2; exit 1; }
+      MSVD_DIR="$MSVD_DIR" OUT_DIR="$DATA_DIR" PYTHON="$PYTHON" bash data_scripts/prepare_msvd.sh
+      "$PYTHON" data_scripts/extract_video_features.py --videos "$VIDEOS" --mapping "$MAPPING" \
+        --weights "$WEIGHTS" --out-dir "$DATA_DIR/features" --skip-existing ;;
+    *) echo "[recipe] FEATURES must be synthetic or real, got '$FEATURES'" >&2; exit 1 ;;
+  esac
+fi
+[[ "$FEATURES" == "synthetic" ]] && echo "[recipe] SYNTHETIC features: the scores below only check the pipeline"
+mkdir -p "$SAVE_DIR"
+
+# 2. train (Adam, P §3); validation loss picks checkpoint_best.pt
+if [[ "$TRAIN" == "1" ]]; then
+  limit=()
+  [[ -n "$MAX_UPDATE" ]] && limit=(--max-update "$MAX_UPDATE")
+  # shellcheck disable=SC2086
+  "$PYTHON" -m fairseq_cli.train "$DATA_DIR" --user-dir "$USER_DIR" --task video_captioning \
+    --feature-dim 1024 --max-frames 24 --arch "$ARCH" --context-inference "$CONTEXT" --criterion elbo \
+    --optimizer adam --lr "$LR" --clip-norm "$CLIP_NORM" --batch-size "$BATCH_SIZE" \
+    --max-epoch "$MAX_EPOCH" ${limit[@]+"${limit[@]}"} --seed "$SEED" --save-dir "$SAVE_DIR" \
+    --no-epoch-checkpoints --log-format simple --log-interval "$LOG_INTERVAL" $MODEL_ARGS "$@" 2>&1 \
+    | tee "$SAVE_DIR/train.log"
+fi
+
+# 3. decode valid and test: one caption per video, beam 5, K-sample averaged ACVI contexts
+ckpt="$SAVE_DIR/$CKPT"
+[[ -f "$ckpt" ]] || { echo "[recipe] error: no checkpoint $ckpt" >&2; exit 1; }
+for split in valid test; do
+  # shellcheck disable=SC2086
+  "$PYTHON" -m fairseq_cli.generate "$DATA_DIR" --user-dir "$USER_DIR" --task video_captioning \
+    --feature-dim 1024 --max-frames 24 --path "$ckpt" --gen-subset "$split" \
+    --caption-eval-unique-videos --beam "$BEAM" --nbest 1 --max-len-a 0 --max-len-b "$MAX_LEN" --batch-size "$GEN_BATCH" \
+    --model-overrides "{'mc_samples': $MC_SAMPLES}" $GEN_ARGS > "$SAVE_DIR/gen_$split.txt"
+  echo "[recipe] $split: $(grep -c '^H-' "$SAVE_DIR/gen_$split.txt") captions -> $SAVE_DIR/gen_$split.txt"
+done
+
+# 4. score against all references of each video and print the Table 3 comparison
+# shellcheck disable=SC2086
+"$PYTHON" -m fairseq_acvi.cli.eval_captioning --name "$CONTEXT (ours)" --metrics $METRICS \
+  --split valid "$DATA_DIR/valid.tsv" "$SAVE_DIR/gen_valid.txt" \
+  --split test "$DATA_DIR/test.tsv" "$SAVE_DIR/gen_test.txt" \
+  --json "$SAVE_DIR/scores.json" | tee "$SAVE_DIR/scores.txt"
+if [[ "$FEATURES" == "synthetic" || "$SMOKE" == "1" ]]; then
+  echo "[recipe] synthetic features and/or SMOKE model: NOT comparable with the paper" | tee -a "$SAVE_DIR/scores.txt"
+fi

@@ -48,19 +48,11 @@ class ACVILSTMModel(FairseqEncoderDecoderModel):
         base_architecture(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         enc_embed = Embedding(len(src_dict), args.encoder_embed_dim, src_dict.pad())
-        dec_embed = Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
         encoder = BiLSTMEncoder(src_dict, args.encoder_embed_dim, args.encoder_hidden_size,
                                 args.encoder_layers, args.encoder_dropout_in,
                                 args.encoder_dropout_out, embed_tokens=enc_embed,
                                 max_positions=args.max_source_positions)
-        decoder = ContextLSTMDecoder(args, tgt_dict, dec_embed, value_dim=encoder.output_units,
-                                     enc_final_dim=encoder.output_units)
-        if args.share_decoder_input_output_embed:
-            if args.decoder_embed_dim != args.decoder_out_embed_dim:
-                raise ValueError("--share-decoder-input-output-embed needs --decoder-embed-dim "
-                                 "== --decoder-out-embed-dim")
-            decoder.fc_out.weight = dec_embed.weight
-        return cls(encoder, decoder)
+        return cls(encoder, build_context_decoder(args, tgt_dict, encoder.output_units))
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         return self.decoder.get_normalized_probs(net_output, log_probs, sample)
@@ -71,6 +63,20 @@ class ACVILSTMModel(FairseqEncoderDecoderModel):
 
     def max_positions(self):
         return (self.encoder.max_positions(), self.decoder.max_positions())
+
+
+def build_context_decoder(args, tgt_dict, value_dim: int) -> ContextLSTMDecoder:
+    """The shared decoder over ``value_dim``-d annotations (also the final-state size), with
+    ``--share-decoder-input-output-embed`` handled."""
+    dec_embed = Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
+    decoder = ContextLSTMDecoder(args, tgt_dict, dec_embed, value_dim=value_dim,
+                                 enc_final_dim=value_dim)
+    if args.share_decoder_input_output_embed:
+        if args.decoder_embed_dim != args.decoder_out_embed_dim:
+            raise ValueError("--share-decoder-input-output-embed needs --decoder-embed-dim "
+                             "== --decoder-out-embed-dim")
+        decoder.fc_out.weight = dec_embed.weight
+    return decoder
 
 
 def check_dictionary_sizes(model, state_dict):

@@ -34,13 +34,12 @@ from typing import Dict, List
 
 import torch
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
-from fairseq.models.lstm import Embedding
 from torch import Tensor
 
 from fairseq_acvi.models.lstm_seq2seq import (
+    build_context_decoder,
     add_seq2seq_args, check_dictionary_sizes, seq2seq_defaults,
 )
-from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
 
 
@@ -107,15 +106,7 @@ class ACVIVideoCaptioner(FairseqEncoderDecoderModel):
         encoder = FeatureBiLSTMEncoder(feature_dim, args.encoder_hidden_size, args.encoder_layers,
                                        args.encoder_dropout_in, args.encoder_dropout_out,
                                        max_positions=max_frames)
-        dec_embed = Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
-        decoder = ContextLSTMDecoder(args, tgt_dict, dec_embed, value_dim=encoder.output_units,
-                                     enc_final_dim=encoder.output_units)
-        if args.share_decoder_input_output_embed:
-            if args.decoder_embed_dim != args.decoder_out_embed_dim:
-                raise ValueError("--share-decoder-input-output-embed needs --decoder-embed-dim "
-                                 "== --decoder-out-embed-dim")
-            decoder.fc_out.weight = dec_embed.weight
-        return cls(encoder, decoder)
+        return cls(encoder, build_context_decoder(args, tgt_dict, encoder.output_units))
 
     def forward(self, src_feats: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor, **kwargs):
         """src_feats (B, F, D), src_lengths (B,), prev_output_tokens (B, T) ->

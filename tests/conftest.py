@@ -28,7 +28,6 @@ def run_cli(module: str, *args, check: bool = True, env_extra=None, timeout: int
     Output is captured; on failure (with ``check``) the test fails showing stdout and stderr.
     """
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
     if env_extra:
         env.update(env_extra)
     cmd = [sys.executable, "-m", module, *[str(a) for a in args]]

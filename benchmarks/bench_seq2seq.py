@@ -14,14 +14,15 @@ Timings are interleaved (variant order rotates each round) and reported as media
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fairseq_acvi  # noqa: E402,F401
+from common import elbo_train_step, timed  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models.lstm import LSTMModel, base_architecture as fairseq_lstm_arch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
@@ -74,23 +75,8 @@ def batch(d, B, N, seed):
     return src, torch.full((B,), N), prev, tgt
 
 
-def train_step(model, opt, b):
-    src, lengths, prev, tgt = b
-    out = model(src, lengths, prev)
-    lprobs = model.get_normalized_probs(out, log_probs=True)
-    loss = -lprobs.gather(-1, tgt.unsqueeze(-1)).sum()
-    extra = out[1] if isinstance(out[1], dict) else {}  # fairseq's lstm returns attn here
-    for value, weight in extra.get("losses", {}).values():
-        loss = loss + (1.0 if weight is None else weight) * value
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def main():
@@ -120,11 +106,11 @@ def main():
     for m in models.values():
         m.train()
     for k in models:  # warm-up
-        train_step(models[k], opts[k], b)
+        elbo_train_step(models[k], opts[k], *b)
     keys = list(models)
     for r in range(a.rounds):
         for k in keys[r % len(keys):] + keys[: r % len(keys)]:
-            times[k].append(timed(lambda: train_step(models[k], opts[k], b)))
+            times[k].append(timed(lambda: elbo_train_step(models[k], opts[k], *b)))
     wps = {k: words / statistics.median(v) for k, v in times.items()}
     print(f"# training: batch {a.batch}×{a.len} target words, vocab {a.vocab}, dim {a.dim}, "
           f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s); medians")

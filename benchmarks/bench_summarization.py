@@ -19,14 +19,15 @@ import argparse
 import datetime
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fairseq_acvi  # noqa: E402,F401
+from common import elbo_train_step, timed  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
@@ -70,20 +71,8 @@ def batch(d, B, N, T, markers, seed=0):
     return src, torch.full((B,), N), prev, tgt
 
 
-def train_step(model, opt, data):
-    src, lengths, prev, tgt = data
-    lp, extra = model(src, lengths, prev)
-    loss = -lp.gather(-1, tgt.unsqueeze(-1)).sum()
-    loss = loss + sum(v for v, _ in extra["losses"].values())
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def bench_training(d, args):
@@ -94,12 +83,12 @@ def bench_training(d, args):
         m = build(d, v)
         m.train()
         models[v] = (m, torch.optim.Adam(m.parameters(), lr=1e-4))
-        train_step(*models[v], data)                                    # warm-up
+        elbo_train_step(*models[v], *data)                                    # warm-up
     times = {v: [] for v in models}
     for r in range(args.rounds):
         order = list(models) if r % 2 == 0 else list(reversed(models))
         for v in order:
-            times[v].append(timed(lambda: train_step(*models[v], data)))
+            times[v].append(timed(lambda: elbo_train_step(*models[v], *data)))
     words = args.batch * args.tgt_len
     return {v: words / statistics.median(t) for v, t in times.items()}
 

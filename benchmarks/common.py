@@ -1,0 +1,24 @@
+"""Helpers shared by the benchmark scripts (timing, one ELBO training step)."""
+import time
+
+
+def timed(fn) -> float:
+    """Wall seconds of one call of ``fn()``."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def elbo_train_step(model, opt, src, lengths, prev, tgt) -> None:
+    """One SGD/Adam step on NLL + Σ weight·term, as the ``elbo`` criterion computes it (the
+    coverage term, weight None, counts with weight 1). Works for fairseq's own models too, whose
+    second output is not a dict of losses."""
+    out = model(src, lengths, prev)
+    lprobs = model.get_normalized_probs(out, log_probs=True)
+    loss = -lprobs.gather(-1, tgt.unsqueeze(-1)).sum()
+    extra = out[1] if isinstance(out[1], dict) else {}
+    for value, weight in extra.get("losses", {}).values():
+        loss = loss + (1.0 if weight is None else weight) * value
+    opt.zero_grad()
+    loss.backward()
+    opt.step()

@@ -29,6 +29,16 @@ class DataError(RuntimeError):
     """Bad or missing input data; the message names the file (and line)."""
 
 
+def run_main(main) -> None:
+    """Run a script's ``main()`` and exit with its code; a :class:`DataError` becomes a one-line
+    ``error: …`` on stderr and exit code 2 (no traceback for bad input)."""
+    try:
+        sys.exit(main())
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 def log(msg: str) -> None:
     print(f"[data] {msg}", file=sys.stderr, flush=True)
 

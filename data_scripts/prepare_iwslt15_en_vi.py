@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, DataError, download, fairseq_preprocess, log, read_parallel,  # noqa: E402
+from common import (run_main, REPO, DataError, download, fairseq_preprocess, log, read_parallel,  # noqa: E402
                     require_files, vocab_to_fairseq_dict, write_lines, write_provenance)
 
 URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi"
@@ -108,8 +108,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_main(main)

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, DataError, download, extract, fairseq_preprocess, log,  # noqa: E402
+from common import (run_main, REPO, DataError, download, extract, fairseq_preprocess, log,  # noqa: E402
                     read_lines, read_parallel, write_lines, write_provenance)
 
 LANGS = ("en", "ro")
@@ -221,8 +221,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_main(main)

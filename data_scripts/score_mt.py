@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DataError, read_lines  # noqa: E402
+from common import DataError, read_lines, run_main  # noqa: E402
 
 
 def read_hypotheses(gen_path: Path, n_expected: int):
@@ -81,8 +81,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_main(main)

@@ -23,7 +23,8 @@ setup(
         "eval": ["rouge-score", "nltk", "pycocoevalcap", "matplotlib"],
         # feature extraction from raw videos (torchvision must match your torch build)
         "video": ["av", "torchvision"],
-        "test": ["pytest"],
+        # PyAV lets the frame-selection and video-error tests run (torchvision ones skip)
+        "test": ["pytest", "av"],
     },
     entry_points={
         "console_scripts": [],

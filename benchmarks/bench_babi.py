@@ -1,6 +1,6 @@
 """Speed of the bAbI memory networks (METHOD §4.2 cost claims; D §6.4.4), as ratios measured side by side.
 
-    python benchmarks/bench_babi.py [--data PATH/en] [--task 1] [--repeats 7] [--updates 40]
+    python benchmarks/bench_babi.py [--data PATH/en] [--task 1] [--repeats 7] [--updates 40] [--joint]
 
 Prints medians over ``--repeats`` interleaved repetitions of:
 
@@ -10,6 +10,10 @@ Prints medians over ``--repeats`` interleaved repetitions of:
 3. the plugin's update through fairseq's own ``Trainer.train_step`` (what ``fairseq-train``
    runs per update, collation included) / a minimal plain-PyTorch MemN2N written below with the
    same maths and sizes (target <= 1.5x); the plugin model in a bare loop is shown as well.
+
+``--joint`` adds the same measurements at a realistic training setting (all 20 tasks jointly,
+δ = 50, random batches of 32, the plain loop on the same collated batches; evaluation on 1000
+strided test questions); ``--joint-only`` runs just that one.
 
 Run on an otherwise idle machine for absolute numbers; the ratios are what this script is for.
 """
@@ -69,17 +73,16 @@ def median_ms(fn, n):
     return 1000 * (time.perf_counter() - t) / n
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.environ.get("BABI_DATA", DEFAULT_DATA))
-    ap.add_argument("--task", default="1")
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--updates", type=int, default=40)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+def measure(args, babi_tasks, embed_dim=20, batch_size=None, random_batches=False,
+            eval_questions=None):
+    """Medians (ms) of the seven timings for one setting; prints them with the ratios.
 
-    import fairseq_acvi  # noqa: F401
+    Default (task 1): ⌈N/32⌉-question batches in file order, the plain loop indexing the padded
+    dataset tensors, the whole test file evaluated, as in the first version of this script.
+    ``random_batches``: 32 seeded random batches of ``batch_size`` (what fairseq-train's shuffled
+    epochs give); every loop, the plain one included, runs on the same collated batches.
+    ``eval_questions``: evaluate an evenly strided subset of the test set of that size.
+    """
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
@@ -90,12 +93,21 @@ def main():
     from fairseq_acvi.models.memn2n import MemN2NConfig, MemN2NModel, TMemN2NConfig, TMemN2NModel
     from fairseq_acvi.tasks.babi_qa import BabiQAConfig, BabiQATask
 
-    task = BabiQATask.setup_task(BabiQAConfig(data=args.data, babi_tasks=args.task))
+    task = BabiQATask.setup_task(BabiQAConfig(data=args.data, babi_tasks=babi_tasks))
     for split in ("train", "test"):
         task.load_dataset(split)
     tr, te = task.datasets["train"], task.datasets["test"]
-    bs = math.ceil(len(tr) / 32)
-    batches = [tr.collater(list(range(i, min(i + bs, len(tr))))) for i in range(0, len(tr), bs)]
+    if random_batches:
+        bs = batch_size
+        g = torch.Generator().manual_seed(0)
+        index_sets = [torch.randperm(len(tr), generator=g)[:bs].tolist() for _ in range(32)]
+    else:
+        bs = batch_size or math.ceil(len(tr) / 32)
+        index_sets = [list(range(i, min(i + bs, len(tr)))) for i in range(0, len(tr), bs)]
+    batches = [tr.collater(ix) for ix in index_sets]
+    test_ids = list(range(len(te)))
+    if eval_questions and eval_questions < len(te):
+        test_ids = test_ids[::len(te) // eval_questions][:eval_questions]
 
     def loop(model, crit, opt):
         state = {"i": 0}
@@ -111,24 +123,28 @@ def main():
         return step
 
     torch.manual_seed(0)
-    mem = MemN2NModel.build_model(MemN2NConfig(), task).train()
-    tm = TMemN2NModel.build_model(TMemN2NConfig(), task).train()
+    mem = MemN2NModel.build_model(MemN2NConfig(embed_dim=embed_dim), task).train()
+    tm = TMemN2NModel.build_model(TMemN2NConfig(embed_dim=embed_dim), task).train()
     step_m = loop(mem, QACrossEntropyCriterion(task), torch.optim.Adam(mem.parameters(), lr=0.01, foreach=True))
     step_t = loop(tm, TDivergenceCriterion(task, "seed"), torch.optim.Adam(tm.parameters(), lr=0.01, foreach=True))
     step_t_exact = loop(tm, TDivergenceCriterion(task, "exact"),
                         torch.optim.Adam(tm.parameters(), lr=0.01, foreach=True))
 
-    plain = PlainMemN2N(len(task.dictionary), mem=55, pad=task.dictionary.pad())
+    plain = PlainMemN2N(len(task.dictionary), dim=embed_dim, mem=55, pad=task.dictionary.pad())
     popt = torch.optim.Adam(plain.parameters(), lr=0.01, foreach=True)
     story, query, answer = tr.tensors["story"], tr.tensors["query"], tr.tensors["answer"]
     pstate = {"i": 0}
 
     def step_plain():
-        i = pstate["i"] % 32
+        i = pstate["i"] % len(batches)
         pstate["i"] += 1
-        idx = torch.arange(i * bs, min((i + 1) * bs, len(tr)))
-        lp = plain(story[idx], query[idx])
-        loss = F.nll_loss(lp, answer[idx])
+        if random_batches:
+            b = batches[i]
+            lp, target = plain(b["net_input"]["story"], b["net_input"]["query"]), b["target"]
+        else:
+            idx = torch.tensor(index_sets[i])
+            lp, target = plain(story[idx], query[idx]), answer[idx]
+        loss = F.nll_loss(lp, target)
         popt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(plain.parameters(), 40.0)
@@ -138,7 +154,8 @@ def main():
     parser = options.get_training_parser()
     fargs = options.parse_args_and_arch(parser, [
         args.data, "--user-dir", os.path.join(REPO, "fairseq_acvi"), "--task", "babi_qa",
-        "--babi-tasks", args.task, "--arch", "memn2n", "--criterion", "qa_cross_entropy",
+        "--babi-tasks", babi_tasks, "--arch", "memn2n", "--embed-dim", str(embed_dim),
+        "--criterion", "qa_cross_entropy",
         "--optimizer", "adam", "--lr", "0.01", "--clip-norm", "40", "--batch-size", str(bs),
         "--cpu", "--required-batch-size-multiple", "1", "--no-progress-bar"])
     cfg = convert_namespace_to_omegaconf(fargs)
@@ -150,9 +167,9 @@ def main():
     fstate = {"i": 0}
 
     def step_fairseq():
-        i = fstate["i"] % 32
+        i = fstate["i"] % len(index_sets)
         fstate["i"] += 1
-        trainer.train_step([fds.collater(list(range(i * bs, min((i + 1) * bs, len(fds)))))])
+        trainer.train_step([fds.collater(index_sets[i])])
 
     def evaluate(samples):
         tm.eval()
@@ -160,8 +177,8 @@ def main():
 
         def run():
             with torch.no_grad():
-                for i in range(0, len(te), 32):
-                    tm(**te.collater(list(range(i, min(i + 32, len(te)))))["net_input"])
+                for i in range(0, len(test_ids), 32):
+                    tm(**te.collater(test_ids[i:i + 32])["net_input"])
         return run
 
     eval1, eval10 = evaluate(1), evaluate(10)
@@ -180,11 +197,13 @@ def main():
         timings["eval_S10"].append(median_ms(eval10, 1))
         tm.train()
     med = {k: statistics.median(v) for k, v in timings.items()}
-    print(f"bAbI task {args.task}: {len(tr)} train, batch {bs}, V={len(task.dictionary)}; "
+    print(f"bAbI task(s) {babi_tasks}: {len(tr)} train, batch {bs}"
+          f"{' (random)' if random_batches else ''}, V={len(task.dictionary)}, d={embed_dim}; "
           f"medians of {args.repeats} interleaved repeats ({args.updates} updates each); "
           f"torch threads {args.threads}")
     for k, v in med.items():
-        unit = "ms per test pass (1000 q, batches of 32)" if k.startswith("eval") else "ms per update"
+        unit = (f"ms per test pass ({len(test_ids)} q, batches of 32)" if k.startswith("eval")
+                else "ms per update")
         print(f"  {k:16s} {v:8.2f} {unit}")
     print("ratios (target):")
     print(f"  t_memn2n / memn2n per update (seed divergence)   {med['t_memn2n'] / med['memn2n']:.2f}x  (<= 1.05)")
@@ -192,6 +211,29 @@ def main():
     print(f"  evaluation S=10 / S=1                            {med['eval_S10'] / med['eval_S1']:.2f}x  (<= 1.5)")
     print(f"  fairseq Trainer.train_step / plain PyTorch loop  {med['fairseq'] / med['plain']:.2f}x  (<= 1.5)")
     print(f"  plugin model in a bare loop / plain PyTorch loop {med['memn2n'] / med['plain']:.2f}x")
+    print(f"  fairseq Trainer.train_step - plugin bare loop    {med['fairseq'] - med['memn2n']:.2f} ms per update")
+    return med
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=os.environ.get("BABI_DATA", DEFAULT_DATA))
+    ap.add_argument("--task", default="1")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--updates", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--joint", action="store_true",
+                    help="also measure the realistic joint setting: all 20 tasks, d = 50, "
+                         "random batches of 32, 1000 strided test questions")
+    ap.add_argument("--joint-only", action="store_true", help="measure only the joint setting")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    import fairseq_acvi  # noqa: F401
+
+    if not args.joint_only:
+        measure(args, args.task)
+    if args.joint or args.joint_only:
+        measure(args, "all", embed_dim=50, batch_size=32, random_batches=True, eval_questions=1000)
 
 
 if __name__ == "__main__":

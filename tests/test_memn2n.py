@@ -92,6 +92,46 @@ def test_attention_extras_and_nil_padding(tying):
     assert sorted(m.emb.keys()) == names
 
 
+def test_attend_empty_memories_is_softmax_over_the_fixed_size_memory():
+    """--empty-memories attend: the memory_size − n empty slots join the softmax with score 0
+    and no content; batch padding must not matter, and a full memory equals 'mask'."""
+    torch.manual_seed(0)
+    d = small_dict()
+    story, query = batch(d)
+    size = 5
+    masked = MemN2NModel(MemN2NConfig(hops=1, random_noise=0.0), d, size).eval()
+    attend = MemN2NModel(MemN2NConfig(hops=1, random_noise=0.0, empty_memories="attend"),
+                         d, size).eval()
+    attend.load_state_dict(masked.state_dict())
+    p_mask = masked(story, query)[1]["attn"][:, 0]                   # (B, M) over real slots
+    lp, extra = attend(story, query)
+    p_att = extra["attn"][:, 0]
+    # by hand: the raw hop-1 scores s_i = u·m_i (linear-start mode returns them as "attention"),
+    # weight exp(s_i) / (Σ_real exp(s_j) + size − n)
+    masked.train()
+    masked.linear_start = True
+    scores = masked(story, query)[1]["attn"][:, 0]
+    masked.eval()
+    n = story.ne(d.pad()).any(-1).sum(-1)                          # (B,) = [2, 1]
+    for b in range(2):
+        s_b = scores[b, :n[b]]
+        hand = s_b.exp() / (s_b.exp().sum() + (size - n[b]))
+        assert torch.allclose(p_att[b, :n[b]], hand, atol=1e-6)
+        assert torch.allclose(p_mask[b, :n[b]], torch.softmax(s_b, -1), atol=1e-6)
+        assert p_att[b, n[b]:].abs().max() == 0
+    # padding the batch with more empty slots changes nothing (the count is size − n)
+    big = torch.full((2, 4, 6), d.pad())
+    big[:, :3, :4] = story
+    assert torch.allclose(attend(big, query)[0], lp, atol=1e-5)
+    # a full memory (n = memory_size) is the masked softmax
+    masked2 = MemN2NModel(MemN2NConfig(hops=1, random_noise=0.0), d, 2).eval()
+    full = MemN2NModel(MemN2NConfig(hops=1, random_noise=0.0, empty_memories="attend"), d, 2).eval()
+    full.load_state_dict(masked2.state_dict())
+    one = story[:1, :2]
+    assert torch.allclose(full(one, query[:1])[1]["attn"], masked2(one, query[:1])[1]["attn"],
+                          atol=1e-6)
+
+
 def test_t_memn2n_mc_average_is_probability_mean_of_draws():
     torch.manual_seed(0)
     d = small_dict()

@@ -168,3 +168,80 @@ def test_student_t_matrices_sampling_mask_and_gradients():
     with torch.no_grad():
         post.mu[:, 1] += 5.0
     assert post.divergence(10.0, "seed").item() == pytest.approx(d0, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# The fused fast path (one autograd node per draw / divergence) against the generic torch path.
+
+def reference_escort(mu, sigma, nu, n=None):
+    """μ + √(ν/(ν+2))·σ·StudentT(ν+2).rsample(): torch.distributions' draw and gradients."""
+    df = (nu + 2).expand(mu.shape)
+    eps = torch.distributions.StudentT(df, validate_args=False).rsample(
+        torch.Size() if n is None else torch.Size((n,)))
+    return mu + torch.sqrt(nu / (nu + 2)) * sigma * eps
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
+@pytest.mark.parametrize("n", [None, 4])
+def test_fused_escort_draw_equals_torch_distributions(dtype, tol, n):
+    """Same seed -> the same draws, and the same gradients to μ, σ and ν (through the Gamma)."""
+    torch.manual_seed(0)
+    mu = torch.randn(3, 5, 4, dtype=dtype, requires_grad=True)
+    sigma = (torch.rand(3, 5, 4, dtype=dtype) + 0.1).requires_grad_()
+    nu = torch.tensor([0.3, 5.0, 80.0], dtype=dtype).view(3, 1, 1).requires_grad_()
+    w = torch.randn((n, 3, 5, 4) if n else (3, 5, 4), dtype=dtype)
+    torch.manual_seed(5)
+    ref = reference_escort(mu, sigma, nu, n)
+    g_ref = torch.autograd.grad((ref * w).sum(), [mu, sigma, nu])
+    torch.manual_seed(5)
+    got = sample_escort(mu, sigma, nu, n)
+    g_got = torch.autograd.grad((got * w).sum(), [mu, sigma, nu])
+    assert got.shape == ref.shape
+    assert torch.allclose(got, ref, rtol=tol, atol=tol)
+    for a, b in zip(g_got, g_ref):
+        assert a.shape == b.shape
+        assert torch.allclose(a, b, rtol=tol, atol=tol * b.abs().max().item())
+    assert g_ref[2].abs().min() > 0                    # ν really gets a gradient
+
+
+def _random_posterior(dtype=torch.float64):
+    torch.manual_seed(0)
+    post = StudentTMatrices(3, 6, 4, sigma_init=0.05, nu_init=100.0, zero_rows=(1,)).to(dtype)
+    with torch.no_grad():
+        post.mu.add_(torch.randn_like(post.mu))
+        post.rho.add_(torch.randn_like(post.rho))
+        post.log_nu.copy_(torch.tensor([1.0, 3.0, -8.0]))   # the last one below the clamp
+    return post
+
+
+@pytest.mark.parametrize("s", [None, 3])
+def test_posterior_fused_draw_equals_generic_path(s):
+    post = _random_posterior()
+    params = [post.mu, post.rho, post.log_nu]
+    w = torch.randn((s, 3, 6, 4) if s else (3, 6, 4), dtype=torch.float64)
+    torch.manual_seed(2)
+    ref = reference_escort(post.mu, post.sigma, post.nu.view(-1, 1, 1), s) * post.keep
+    g_ref = torch.autograd.grad((ref * w).sum(), params)
+    torch.manual_seed(2)
+    got = post.sample(s)
+    g_got = torch.autograd.grad((got * w).sum(), params)
+    assert torch.allclose(got, ref, rtol=1e-12, atol=1e-12)
+    for a, b in zip(g_got, g_ref):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert g_got[2][2] == 0 and g_got[2][:2].abs().min() > 0    # clamped log ν: no gradient
+
+
+@pytest.mark.parametrize("mode", ["seed", "tied"])
+def test_posterior_fused_divergence_equals_generic_path(mode):
+    post = _random_posterior()
+    params = [post.mu, post.rho, post.log_nu]
+    for p in (10.0, 3.0):
+        ref = t_divergence(post.mu, post.sigma, post.nu.view(-1, 1, 1), p, mode, weight=post.keep)
+        g_ref = torch.autograd.grad(ref, params)
+        got = post.divergence(p, mode)
+        g_got = torch.autograd.grad(got, params)
+        assert got.dtype == torch.float32
+        assert got.item() == pytest.approx(ref.item(), rel=1e-6)
+        for a, b in zip(g_got, g_ref):
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
+        assert g_got[0][:, 1].abs().max() == 0 and g_got[2][:2].abs().min() > 0

@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clip-norm", type=float, default=40.0)
     p.add_argument("--embed-dim", type=int, default=20)
     p.add_argument("--hops", type=int, default=3)
+    p.add_argument("--tying", default="layerwise", choices=["layerwise", "adjacent"])
+    p.add_argument("--empty-memories", default="mask", choices=["mask", "attend"],
+                   help="attend: empty slots of the 50-slot memory join the softmax (seed code)")
+    p.add_argument("--random-noise", type=float, default=0.1, help="share of empty memories (0 = off)")
+    p.add_argument("--linear-start-epochs", type=int, default=0,
+                   help="epochs without the attention softmax at the start (Sukhbaatar et al.'s "
+                        "linear start); validation selection only considers later epochs")
     p.add_argument("--t-divergence", default="seed", choices=["seed", "exact", "tied"])
     p.add_argument("--prior-dof", type=float, default=10.0)
     p.add_argument("--valid-samples", type=int, default=10, help="t-MEM-NN draws for validation")
@@ -99,9 +106,14 @@ def make_model(task, arch: str, args):
     from fairseq_acvi.models.memn2n import (MemN2NConfig, MemN2NModel, TMemN2NConfig,
                                             TMemN2NModel)
     if arch == "memn2n":
-        cfg = MemN2NConfig(embed_dim=args.embed_dim, hops=args.hops)
+        cfg = MemN2NConfig(embed_dim=args.embed_dim, hops=args.hops, tying=args.tying,
+                           random_noise=args.random_noise, empty_memories=args.empty_memories,
+                           linear_start_epochs=args.linear_start_epochs)
         return MemN2NModel.build_model(cfg, task), QACrossEntropyCriterion(task)
-    cfg = TMemN2NConfig(embed_dim=args.embed_dim, hops=args.hops, prior_dof=args.prior_dof)
+    cfg = TMemN2NConfig(embed_dim=args.embed_dim, hops=args.hops, tying=args.tying,
+                        random_noise=args.random_noise, empty_memories=args.empty_memories,
+                        prior_dof=args.prior_dof,
+                        linear_start_epochs=args.linear_start_epochs)
     return TMemN2NModel.build_model(cfg, task), TDivergenceCriterion(task, args.t_divergence)
 
 
@@ -161,6 +173,8 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
             torch.nn.utils.clip_grad_norm_(params, args.clip_norm)
             opt.step()
             updates += 1
+        if epoch <= args.linear_start_epochs < epochs:
+            continue                      # the linear model is not what evaluation runs
         acc = accuracy(model, va, vs)
         if acc >= best:
             best, best_epoch = acc, epoch
@@ -277,8 +291,10 @@ def nu_table(results: dict) -> List[str]:
 
 def chart(out_dir: str, results: dict, published: dict, setup: str) -> Optional[str]:
     try:
+        import logging
         import matplotlib
         matplotlib.use("Agg")
+        logging.getLogger("matplotlib").setLevel(logging.WARNING)
         import matplotlib.pyplot as plt
     except ImportError:
         return None

@@ -6,6 +6,7 @@ Logged: loss and nll_loss (base 2, per question, as fairseq does), accuracy (% o
 import math
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
@@ -20,6 +21,12 @@ def answer_nll_and_correct(model, sample):
     nll = F.nll_loss(lprobs, target, reduction="sum")
     correct = (lprobs.argmax(-1) == target).sum()
     return nll, correct, extra
+
+
+def log_value(t: torch.Tensor):
+    """A logging-output value: a Python float on the CPU (fairseq then aggregates plain numbers,
+    not tensors), the detached tensor elsewhere (no device sync per update)."""
+    return t.item() if t.device.type == "cpu" else t.detach()
 
 
 def reduce_qa_metrics(logging_outputs):
@@ -46,7 +53,8 @@ class QACrossEntropyCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         nll, correct, _ = answer_nll_and_correct(model, sample)
         n = sample["target"].numel()
-        logging_output = {"loss": nll.data, "nll_loss": nll.data, "ncorrect": correct.data,
+        nll_v = log_value(nll)
+        logging_output = {"loss": nll_v, "nll_loss": nll_v, "ncorrect": log_value(correct),
                           "nsentences": n, "ntokens": n, "sample_size": n}
         return nll, n, logging_output
 

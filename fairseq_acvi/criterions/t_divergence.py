@@ -20,7 +20,8 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
-from fairseq_acvi.criterions.qa_cross_entropy import answer_nll_and_correct, reduce_qa_metrics
+from fairseq_acvi.criterions.qa_cross_entropy import (answer_nll_and_correct, log_value,
+                                                     reduce_qa_metrics)
 from fairseq_acvi.modules.student_t import DIVERGENCES
 
 
@@ -53,11 +54,11 @@ class TDivergenceCriterion(FairseqCriterion):
         if not train_size:
             raise ValueError("t_divergence: the task does not report its training-set size")
         loss = nll + (n / train_size) * div
-        logging_output = {"loss": loss.data, "nll_loss": nll.data, "ncorrect": correct.data,
-                          "nsentences": n, "ntokens": n, "sample_size": n,
-                          "divergence": div.data * n}
-        for name, nu in model.nus().items():
-            logging_output[f"nu_{name}"] = nu.data * n
+        logging_output = {"loss": log_value(loss), "nll_loss": log_value(nll),
+                          "ncorrect": log_value(correct), "nsentences": n, "ntokens": n,
+                          "sample_size": n, "divergence": log_value(div) * n}
+        for name, nu in model.nu_values().items():
+            logging_output[f"nu_{name}"] = nu * n
         return loss, n, logging_output
 
     @staticmethod

@@ -217,6 +217,12 @@ class BabiDataset(FairseqDataset):
         story = self.tensors["story"]
         self.sent_len = (story.ne(dictionary.pad())).sum(-1).max(-1).values  # (N,)
         self.sizes = (self.tensors["n_mem"] * story.size(2)).numpy()
+        # per-example extents as numpy arrays: the collater takes the batch maxima without
+        # tensor ops, then copies only the trimmed (B, M_b, L_b) block with one index_select
+        self._extent = np.stack([self.tensors["n_mem"].numpy(),
+                                 self.sent_len.clamp(min=1).numpy(),
+                                 self.tensors["query"].ne(dictionary.pad()).sum(1)
+                                 .clamp(min=1).numpy()], 1)                  # (N, 3)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -235,20 +241,16 @@ class BabiDataset(FairseqDataset):
         return self.batch(idx)
 
     def batch(self, idx: Tensor) -> dict:
-        pad = self.dictionary.pad()
+        """Index tensor (B,) -> the sample dict of :meth:`collater` (padding trimmed)."""
         t = self.tensors
-        m = int(t["n_mem"][idx].max())
-        ls = int(self.sent_len[idx].max().clamp(min=1))
-        story = t["story"][idx, :m, :ls]
-        query = t["query"][idx]
-        lq = int(query.ne(pad).sum(1).max().clamp(min=1))
-        query = query[:, :lq]
+        m, ls, lq = (int(x) for x in self._extent[idx.numpy()].max(0))
         return {
             "id": idx,
             "nsentences": len(idx),
             "ntokens": len(idx),
-            "net_input": {"story": story.contiguous(), "query": query.contiguous()},
-            "target": t["answer"][idx],
+            "net_input": {"story": t["story"][:, :m, :ls].index_select(0, idx),
+                          "query": t["query"][:, :lq].index_select(0, idx)},
+            "target": t["answer"].index_select(0, idx),
         }
 
     def num_tokens(self, index: int) -> int:

@@ -34,6 +34,7 @@ from torch import Tensor
 from fairseq_acvi.modules.student_t import StudentTMatrices
 
 TYING = ChoiceEnum(["layerwise", "adjacent"])
+EMPTY = ChoiceEnum(["mask", "attend"])
 
 
 def position_encoding(lengths: Tensor, max_len: int, dim: int) -> Tensor:
@@ -81,6 +82,11 @@ class MemN2NConfig(FairseqDataclass):
     linear_start_epochs: int = field(default=0, metadata={
         "help": "epochs without the attention softmax at the start of training (0 = off)"})
     init_std: float = field(default=0.1, metadata={"help": "N(0, std²) initialisation"})
+    empty_memories: EMPTY = field(default="mask", metadata={
+        "help": "mask: attention over the non-empty slots only (METHOD §4.1); attend: the "
+                "memory_size − n empty slots of the fixed-size memory take part in the softmax "
+                "with score 0 and no content, as in the seed's code (a learned 'attend to "
+                "nothing' option)"})
 
 
 class MemN2NModel(BaseFairseqModel):
@@ -100,6 +106,12 @@ class MemN2NModel(BaseFairseqModel):
         self.tying = cfg.tying
         self.memory_size = memory_size
         self.linear_start = cfg.linear_start_epochs > 0
+        # plain copies of the options read in every forward (fairseq passes an omegaconf
+        # DictConfig, whose attribute access costs more than a small op)
+        self.position_encoding = bool(cfg.position_encoding)
+        self.temporal_encoding = bool(cfg.temporal_encoding)
+        self.random_noise = float(cfg.random_noise)
+        self.attend_empty = str(getattr(cfg, "empty_memories", "mask")) == "attend"
         t_rows = memory_size + int(math.ceil(cfg.random_noise * memory_size))
         n_tables = 2 if self.tying == "layerwise" else self.hops + 1
         std = cfg.init_std
@@ -170,18 +182,27 @@ class MemN2NModel(BaseFairseqModel):
         P_b[v] = Σ_{j: x_j = v} b_j: two (·, V) × (V, d) products instead of a gather over words.
         tokens (*, L) -> P_a, P_b (*, V) float32 (BoW when position encoding is off: P_b = 0).
         """
+        P = self._bags(tokens, 0)
+        return P[0], P[1]
+
+    def _bags(self, tokens: Tensor, dim: int) -> Tensor:
+        """:meth:`bag_weights` with P_a and P_b stacked at ``dim`` (one scatter for both).
+
+        tokens (*, L) -> (*, V) pairs stacked at ``dim``: e.g. (B, n, L), dim 1 -> (B, 2, n, V),
+        whose view (B·2n, V) is what the bag products need (no concatenation).
+        """
         nonpad = tokens.ne(self.pad)
         J = nonpad.sum(-1, keepdim=True).clamp(min=1).float()                  # (*, 1)
         j = torch.arange(1, tokens.size(-1) + 1, device=tokens.device, dtype=torch.float32)
-        if self.cfg.position_encoding:
+        if self.position_encoding:
             a = (1 - j / J) * nonpad                                            # (*, L)
-            b = -(1 - 2 * j / J) / self.dim * nonpad
+            b = (2 * j / J - 1).mul_(nonpad / self.dim)
         else:
             a, b = nonpad.float(), torch.zeros_like(J).expand_as(nonpad)
-        shape = tokens.shape[:-1] + (self.vocab,)
-        P_a = torch.zeros(shape, device=tokens.device).scatter_add_(-1, tokens, a)
-        P_b = torch.zeros(shape, device=tokens.device).scatter_add_(-1, tokens, b)
-        return P_a, P_b
+        ab = torch.stack([a, b], dim)
+        index = tokens.unsqueeze(dim).expand(ab.shape)
+        shape = ab.shape[:-1] + (self.vocab,)
+        return torch.zeros(shape, device=tokens.device).scatter_add_(-1, index, ab)
 
     def memory_hops(self, story: Tensor, query: Tensor, tables: Dict[str, Tensor], S: int):
         """Run the K hops for S parameter draws (S = 1 for point estimates).
@@ -193,42 +214,50 @@ class MemN2NModel(BaseFairseqModel):
         d = self.dim
         mem_mask = story.ne(self.pad).any(-1)                                  # (B, M)
         kvec = torch.arange(1, d + 1, device=story.device, dtype=torch.float32)
-        Ps_a, Ps_b = self.bag_weights(story)                                   # (B, M, V)
-        Pq_a, Pq_b = self.bag_weights(query)                                   # (B, V)
-        if self.training and self.cfg.random_noise > 0:
-            tidx = noisy_time_index(mem_mask.sum(-1), M, self.cfg.random_noise)   # (B, M)
+        Ps = self._bags(story, 1)                                              # (B, 2, M, V)
+        Pq = self._bags(query[:, None], 1)                                     # (B, 2, 1, V)
+        if self.training and self.random_noise > 0:
+            tidx = noisy_time_index(mem_mask.sum(-1), M, self.random_noise)   # (B, M)
         else:
             tidx = torch.arange(M, device=story.device).expand(B, M)
 
-        def sentences(P_a: Tensor, P_b: Tensor, table: Tensor) -> Tensor:
-            # (B, n, V) x (V, d) or (S, V, d) -> (S·B, n, d)
-            n = P_a.size(1)
-            x = torch.matmul(torch.cat([P_a, P_b], 1).view(1, B * 2 * n, -1).type_as(table),
+        def sentences(P: Tensor, table: Tensor) -> Tensor:
+            # (B, 2, n, V) x (V, d) or (S, V, d) -> (S·B, n, d)
+            n = P.size(2)
+            x = torch.matmul(P.view(1, B * 2 * n, -1).type_as(table),
                              table.view(-1, self.vocab, d))                     # (S, B·2n, d)
-            x = x.view(-1, B, 2 * n, d)
-            return (x[:, :, :n] + kvec * x[:, :, n:]).reshape(-1, n, d)
+            x = x.view(-1, B, 2, n, d)
+            return torch.addcmul(x[:, :, 0], kvec, x[:, :, 1]).reshape(-1, n, d)
 
         def memories(table: Tensor, temporal: Tensor) -> Tensor:              # (S·B, M, d)
-            e = sentences(Ps_a, Ps_b, table)
-            if self.cfg.temporal_encoding:
+            e = sentences(Ps, table)
+            if self.temporal_encoding:
                 e = (e.view(-1, B, M, d) + F.embedding(tidx, temporal)).view(-1, M, d)
             return e
 
         if self.tying == "layerwise":
-            u = sentences(Pq_a[:, None], Pq_b[:, None], tables["B"]).squeeze(1)   # (S·B, d)
+            u = sentences(Pq, tables["B"]).squeeze(1)                           # (S·B, d)
             m = memories(tables["A"], self.temporal[0])
             c = memories(tables["C"], self.temporal[1])
             ms, cs = [m] * self.hops, [c] * self.hops
         else:
-            u = sentences(Pq_a[:, None], Pq_b[:, None], tables["E0"]).squeeze(1)
+            u = sentences(Pq, tables["E0"]).squeeze(1)
             e = [memories(tables[f"E{k}"], self.temporal[k]) for k in range(self.hops + 1)]
             ms, cs = e[:-1], e[1:]
         mask = mem_mask.repeat(S, 1) if S > 1 else mem_mask                     # (S·B, M)
+        if self.attend_empty:
+            # the memory_size − n empty slots (score 0, zero content) are one extra logit
+            # log(memory_size − n): −inf when the memory is full
+            n_empty = (self.memory_size - mask.sum(-1)).clamp(min=0).float()    # (S·B,)
+            null = torch.log(n_empty).unsqueeze(-1)                              # (S·B, 1)
         attn = []
         for k in range(self.hops):
             scores = torch.bmm(ms[k], u.unsqueeze(-1)).squeeze(-1).float()       # (S·B, M)
             if self.linear_start and self.training:
                 p = scores.masked_fill(~mask, 0.0)
+            elif self.attend_empty:
+                p = torch.softmax(torch.cat([scores.masked_fill(~mask, -1e9), null], -1),
+                                  dim=-1)[:, :-1] * mask
             else:
                 p = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1) * mask
             attn.append(p)
@@ -277,20 +306,23 @@ class TMemN2NModel(MemN2NModel):
 
     def nus(self) -> Dict[str, Tensor]:
         """name -> fitted ν (scalar tensors): nu_A, nu_B, nu_C with layer-wise tying."""
-        nu = self.posterior.nu
-        return {n: nu[i] for i, n in enumerate(self.names)}
+        return dict(zip(self.names, self.posterior.nu.unbind(0)))
+
+    def nu_values(self) -> Dict[str, float]:
+        """name -> fitted ν as Python floats (logging; no graph)."""
+        return dict(zip(self.names, self.posterior.nu_values()))
 
     def eval_samples(self) -> Optional[int]:
         return None if self.training else self.mc_samples
 
     def embedding_tables(self, samples: Optional[int]) -> Tuple[Dict[str, Tensor], int]:
         if samples is None:                                   # training: one escort draw
-            w, S = self.posterior.sample(), 1
+            w, S = self.posterior.sample().unbind(0), 1
         elif samples == 0:                                    # posterior mean
-            w, S = self.posterior.mean(), 1
+            w, S = self.posterior.mean().unbind(0), 1
         else:                                                 # (S, n, V, d) -> per name (S, V, d)
-            w, S = self.posterior.sample(samples).transpose(0, 1), samples
-        return {n: w[i] for i, n in enumerate(self.names)}, S
+            w, S = self.posterior.sample(samples).unbind(1), samples
+        return dict(zip(self.names, w)), S
 
 
 register_model("memn2n", dataclass=MemN2NConfig)(MemN2NModel)

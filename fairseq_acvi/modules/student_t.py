@@ -26,7 +26,7 @@ Three forms of the divergence (``--t-divergence``):
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -55,17 +55,81 @@ def escort_scale(sigma: Tensor, nu: Tensor) -> Tensor:
     return torch.sqrt(nu / (nu + 2)) * sigma
 
 
+def escort_noise(nu: Tensor, shape: torch.Size) -> Tuple[Tensor, Tensor, Tensor]:
+    """The random numbers of one escort draw of ``shape``: z ~ N(0, 1) and g ~ Gamma(α, 1) with
+    α = (ν+2)/2, drawn in the order torch.distributions.StudentT.rsample draws them (normal first,
+    then the Gamma), so a seed gives the same draws as ``StudentT(ν+2).rsample()``.
+
+    nu: broadcastable to ``shape`` (detached here). Returns z, g (``shape``, nu's dtype) and α
+    expanded to ``shape`` (needed for dg/dα).
+    """
+    z = torch.empty(shape, dtype=nu.dtype, device=nu.device).normal_()
+    alpha = ((nu.detach() + 2) * 0.5).expand(shape)
+    return z, torch._standard_gamma(alpha), alpha
+
+
+def _escort_forward(mu: Tensor, sigma: Tensor, nu: Tensor, z: Tensor, g: Tensor):
+    """Θ = μ + σ·z·√(ν/u), u = 2g clamped to the smallest normal (StudentT's χ² draw).
+
+    This is (D 61) rearranged: √(ν/(ν+2))·σ·ε with ε = z/√(u/(ν+2)). Returns Θ, z·√(ν/u), u.
+    """
+    u = (g * 2).clamp_(min=torch.finfo(g.dtype).tiny)
+    zr = torch.sqrt(nu / u).mul_(z)
+    return torch.addcmul(mu, sigma, zr), zr, u
+
+
+def _escort_backward(grad: Tensor, sigma: Tensor, nu: Tensor, zr: Tensor, u: Tensor,
+                     alpha: Tensor, g: Tensor, need_nu: bool):
+    """dL/dΘ -> (Σ dL/dΘ, Σ dL/dΘ·∂Θ/∂σ, Σ dL/dΘ·∂Θ/∂ν) before reduction to the inputs' shapes.
+
+    ∂Θ/∂σ = z·r, r = √(ν/u);  ∂Θ/∂ν = σ·z·r·(1/(2ν) − (du/dν)/(2u)), du/dν = dg/dα (u = 2g,
+    α = (ν+2)/2), and dg/dα is the implicit reparameterisation gradient of the Gamma draw
+    (``torch._standard_gamma_grad``, what StudentT.rsample's backward uses).
+    """
+    q = grad * zr                                                      # grad · ∂Θ/∂σ
+    g_nu = None
+    if need_nu:
+        dgda = torch._standard_gamma_grad(alpha, g)
+        t = q * sigma
+        g_nu = (t / (2 * nu)).sub_(t * dgda / (2 * u))
+    return grad, q, g_nu
+
+
+class _EscortDraw(torch.autograd.Function):
+    """Θ = μ + √(ν/(ν+2))·σ·ε for given noise (z, g); exact gradients to μ, σ, ν (D 61-62)."""
+
+    @staticmethod
+    def forward(ctx, mu, sigma, nu, z, g, alpha):
+        out, zr, u = _escort_forward(mu, sigma, nu, z, g)
+        ctx.save_for_backward(sigma, nu, zr, u, alpha, g)
+        ctx.shapes = (mu.shape, sigma.shape, nu.shape)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        sigma, nu, zr, u, alpha, g = ctx.saved_tensors
+        s_mu, s_sigma, s_nu = ctx.shapes
+        need = ctx.needs_input_grad
+        g_mu, g_sigma, g_nu = _escort_backward(grad, sigma, nu, zr, u, alpha, g, need[2])
+        return (g_mu.sum_to_size(s_mu) if need[0] else None,
+                g_sigma.sum_to_size(s_sigma) if need[1] else None,
+                g_nu.sum_to_size(s_nu) if need[2] else None, None, None, None)
+
+
 def sample_escort(mu: Tensor, sigma: Tensor, nu: Tensor, n: Optional[int] = None) -> Tensor:
     """Reparameterised draws Θ = μ + √(ν/(ν+2)) σ ε, ε ~ t(0, 1, ν+2) (D 61-62).
 
     mu, sigma: (*shape); nu: a tensor broadcastable to (*shape). Returns (*shape), or
-    (n, *shape) when n is given. Differentiable w.r.t. mu, sigma and nu (StudentT.rsample
-    reparameterises its Gamma draw).
+    (n, *shape) when n is given. Differentiable w.r.t. mu, sigma and nu: the same draws and
+    gradients as ``μ + √(ν/(ν+2))·σ·StudentT(ν+2).rsample()`` (Gamma reparameterised), in one
+    fused autograd node.
     """
-    df = (nu + 2).expand(mu.shape)
-    eps = torch.distributions.StudentT(df, validate_args=False).rsample(
-        torch.Size() if n is None else torch.Size((n,)))
-    return mu + escort_scale(sigma, nu) * eps
+    nu = torch.as_tensor(nu, dtype=mu.dtype, device=mu.device)
+    shape = torch.broadcast_shapes(mu.shape, sigma.shape, nu.shape)
+    if n is not None:
+        shape = torch.Size((n,)) + shape
+    z, g, alpha = escort_noise(nu, shape)
+    return _EscortDraw.apply(mu, sigma, nu, z, g, alpha)
 
 
 def t_divergence_seed(mu: Tensor, sigma: Tensor, nu_q: Tensor, nu_p: Tensor,
@@ -160,6 +224,142 @@ def t_divergence(mu: Tensor, sigma: Tensor, nu_q: Tensor, nu_p, mode: str = "see
     raise ValueError(f"--t-divergence must be one of {DIVERGENCES}, got {mode!r}")
 
 
+_LOG_NU_MIN, _LOG_NU_MAX, _NU_FLOOR, _SIGMA_FLOOR = -7.0, 12.0, 1e-3, 1e-6
+
+
+def _nu_values(log_nu: Tensor) -> Tuple[List[float], List[float]]:
+    """ν = exp(clamp(log ν, −7, 12)) + 1e-3 for the n matrices as Python floats (float64), and
+    dν/dlog ν (0 where the clamp is active, as autograd's clamp backward gives).
+
+    The fused nodes below do their O(n) ν-only algebra on these floats: a handful of scalars
+    per step would otherwise cost a dozen tiny tensor ops each (one sync on a GPU instead).
+    """
+    nu, dnu = [], []
+    for x in log_nu.detach().tolist():
+        e = math.exp(min(max(x, _LOG_NU_MIN), _LOG_NU_MAX))
+        nu.append(e + _NU_FLOOR)
+        dnu.append(e if _LOG_NU_MIN <= x <= _LOG_NU_MAX else 0.0)
+    return nu, dnu
+
+
+def _column(values: List[float], like: Tensor) -> Tensor:
+    """Python floats -> (n, 1, 1) tensor with ``like``'s dtype and device."""
+    return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, 1, 1)
+
+
+class _PosteriorDraw(torch.autograd.Function):
+    """Escort draw of stacked posteriors from their raw parameters (μ, ρ, log ν), nil rows zeroed.
+
+    mu, rho (n, V, d), log_nu (n,), keep (V, 1); noise z, g, α (*S, n, V, d) from
+    :func:`escort_noise`; nu3 = ν (n, 1, 1) and sigma = softplus(ρ) + 1e-6 (values, no graph).
+    Same values and gradients as ``sample_escort(μ, softplus(ρ)+1e-6, ν.view(-1, 1, 1)) * keep``
+    with the chain rule through softplus and the clamped exp done by hand (dν/dlog ν from
+    :func:`_nu_values`): one autograd node per draw.
+    """
+
+    @staticmethod
+    def forward(ctx, mu, rho, log_nu, keep, z, g, alpha, nu3, sigma):
+        out, zr, u = _escort_forward(mu, sigma, nu3, z, g)
+        ctx.save_for_backward(rho, log_nu, sigma, keep, zr, u, alpha, g)
+        return out.mul_(keep)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rho, log_nu, sigma, keep, zr, u, alpha, g = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        grad = grad * keep
+        shape = sigma.shape
+        q = grad * zr                                                  # grad · ∂Θ/∂σ
+        g_mu = grad.sum_to_size(shape) if need[0] else None
+        g_rho = q.sum_to_size(shape).mul(torch.sigmoid(rho)) if need[1] else None     # dσ/dρ
+        g_log_nu = None
+        if need[2]:
+            # ∂Θ/∂ν = σ·z·r·(1/(2ν) − (dg/dα)/(2u)), see _escort_backward; summed per matrix
+            nu, dnu = _nu_values(log_nu)
+            per_matrix = (1,) * (q.dim() - 3) + (len(nu), 1, 1)
+            t = q.mul_(sigma)
+            t_sum = t.sum_to_size(per_matrix).view(-1).tolist()
+            w = torch._standard_gamma_grad(alpha, g).div_(u)
+            tw = t.mul_(w).sum_to_size(per_matrix).view(-1).tolist()
+            g_log_nu = torch.tensor([(a / (2 * v) - b / 2) * d
+                                     for a, b, v, d in zip(t_sum, tw, nu, dnu)],
+                                    dtype=sigma.dtype, device=sigma.device)
+        return (g_mu, g_rho, g_log_nu) + (None,) * 6
+
+
+def _log_c(nu: float) -> float:
+    """log_t_density_const for one Python float."""
+    return math.lgamma((nu + 1) / 2) - math.lgamma(nu / 2) - 0.5 * math.log(math.pi * nu)
+
+
+class _SeedDivergence(torch.autograd.Function):
+    """(D 56) summed over stacked matrices, from the raw parameters (μ, ρ, log ν); nil rows out.
+
+    Per matrix i with a = 2/(ν+1), e = exp(−a·log c_ν), 1/(1−t) = −(1+ν)/2:
+        D_i = −(1+ν)/2 · [ (1+1/ν)·e·Σ_l w_l σ_l^a − Ψ_p·(N + Σ_l w_l(σ_l² + μ_l²)/ν_p) ]
+    (Ψ_ql = e·σ_l^a, N = Σ_l w_l): the same sum as :func:`t_divergence_seed`, with the ν-only
+    factors computed once per matrix (Python floats, float64) instead of per element.
+    ``prior_dof`` None ties ν_p = ν_q (``tied``). Gradients to μ, ρ and log ν by hand (digamma
+    for ν). mu, rho (n, V, d), log_nu (n,), keep (V, 1), n_keep = N, sigma = softplus(ρ) + 1e-6
+    (ρ's value, no graph). Returns a float32 scalar.
+    """
+
+    @staticmethod
+    def forward(ctx, mu, rho, log_nu, keep, n_keep, prior_dof, sigma):
+        nu, dnu = _nu_values(log_nu)
+        a = [2 / (v + 1) for v in nu]
+        c = [_log_c(v) for v in nu]
+        e = [math.exp(-ai * ci) for ai, ci in zip(a, c)]
+        inv = [-(1 + v) / 2 for v in nu]
+        B = [(1 + 1 / v) * ei for v, ei in zip(nu, e)]
+        if prior_dof is None:
+            P, p = e, nu
+        else:
+            p = [float(prior_dof)] * len(nu)
+            P = [math.exp(-2 / (p[0] + 1) * _log_c(p[0]))] * len(nu)
+        log_sigma = torch.log(sigma)
+        pw = torch.exp(log_sigma * _column(a, sigma)).mul_(keep)                 # w·σ^a
+        S1 = pw.sum((1, 2)).tolist()
+        S2 = torch.addcmul(sigma * sigma, mu, mu).mul_(keep).sum((1, 2)).tolist()
+        inner = [Bi * s1 - Pi * (n_keep + s2 / pi) for Bi, s1, Pi, s2, pi in zip(B, S1, P, S2, p)]
+        ctx.save_for_backward(mu, rho, sigma, log_sigma, pw, keep)
+        ctx.vals = (nu, dnu, a, c, e, inv, B, P, p, S1, S2, inner, n_keep, prior_dof is None)
+        return torch.tensor(sum(i * x for i, x in zip(inv, inner)), dtype=torch.float32,
+                            device=mu.device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        mu, rho, sigma, log_sigma, pw, keep = ctx.saved_tensors
+        nu, dnu, a, c, e, inv, B, P, p, S1, S2, inner, N, tied = ctx.vals
+        need = ctx.needs_input_grad
+        gd = float(grad)
+        g_mu = g_rho = g_log_nu = None
+        k_q = _column([gd * -i * Pi * 2 / pi for i, Pi, pi in zip(inv, P, p)], sigma)  # 2x/ν_p
+        if need[0]:
+            g_mu = (mu * keep).mul_(k_q)
+        if need[1]:
+            k_s = _column([gd * i * Bi * ai for i, Bi, ai in zip(inv, B, a)], sigma)   # a·σ^{a−1}
+            g_sigma = torch.addcmul((pw / sigma).mul_(k_s), sigma * keep, k_q)
+            g_rho = g_sigma.mul_(torch.sigmoid(rho))                              # dσ/dρ
+        if need[2]:
+            S3 = (pw * log_sigma).sum((1, 2)).tolist()                    # Σ w σ^a log σ = dS1/da
+            half = torch.tensor([[(v + 1) / 2 for v in nu], [v / 2 for v in nu]], dtype=torch.float64)
+            psi = torch.digamma(half).tolist()
+            g = []
+            for i in range(len(nu)):
+                v, ai, ei = nu[i], a[i], e[i]
+                da = -ai * ai / 2
+                dc = 0.5 * (psi[0][i] - psi[1][i]) - 1 / (2 * v)
+                de = ei * (-da * c[i] - ai * dc)
+                dB = -ei / (v * v) + (1 + 1 / v) * de
+                d_inner = dB * S1[i] + B[i] * S3[i] * da
+                if tied:
+                    d_inner += -de * (N + S2[i] / v) + ei * S2[i] / (v * v)
+                g.append(gd * (-0.5 * inner[i] + inv[i] * d_inner) * dnu[i])
+            g_log_nu = torch.tensor(g, dtype=sigma.dtype, device=sigma.device)
+        return g_mu, g_rho, g_log_nu, None, None, None, None
+
+
 class StudentTMatrices(nn.Module):
     """Mean-field Student-t posteriors over n stacked (V, d) matrices (D 51-53), one ν each.
 
@@ -168,6 +368,9 @@ class StudentTMatrices(nn.Module):
     (positive; initial ν = nu_init). Stacking the matrices makes one draw and one divergence
     call serve all of them. Rows in ``zero_rows`` (the nil word) are 0 in every draw and in the
     mean, and are left out of the divergence.
+
+    ``sample`` and the ``seed`` / ``tied`` divergences run as single fused autograd nodes
+    (:class:`_PosteriorDraw`, :class:`_SeedDivergence`); ``exact`` uses the generic path.
     """
 
     def __init__(self, n: int, rows: int, dim: int, init_std: float = 0.1,
@@ -180,25 +383,48 @@ class StudentTMatrices(nn.Module):
         for r in zero_rows:
             keep[r] = 0.0
         self.register_buffer("keep", keep, persistent=False)
+        self.n_keep = float(keep.sum()) * dim            # N: elements per matrix in the divergence
 
     @property
     def nu(self) -> Tensor:
         """(n,) degrees of freedom."""
-        return torch.exp(self.log_nu.clamp(-7.0, 12.0)) + 1e-3
+        return torch.exp(self.log_nu.clamp(_LOG_NU_MIN, _LOG_NU_MAX)) + _NU_FLOOR
 
     @property
     def sigma(self) -> Tensor:
-        return F.softplus(self.rho) + 1e-6
+        return F.softplus(self.rho) + _SIGMA_FLOOR
 
     def mean(self) -> Tensor:
         """μ with the zero rows zeroed: (n, V, d)."""
         return self.mu * self.keep
 
+    def _sigma_value(self) -> Tensor:
+        """σ = softplus(ρ) + 1e-6 as a plain tensor (no graph; the fused nodes apply dσ/dρ).
+
+        Not cached across calls: optimizers that write ``p.data`` (fairseq's Adam) or fused
+        ones do not bump ρ's version counter, so no cheap key tells a stale value apart.
+        """
+        with torch.no_grad():
+            return F.softplus(self.rho).add_(_SIGMA_FLOOR)
+
     def sample(self, s: Optional[int] = None) -> Tensor:
         """Escort draws (D 61): (n, V, d), or (s, n, V, d) when s is given."""
-        return sample_escort(self.mu, self.sigma, self.nu.view(-1, 1, 1), s) * self.keep
+        shape = self.mu.shape if s is None else torch.Size((s,)) + self.mu.shape
+        with torch.no_grad():
+            nu3 = self.nu.view(-1, 1, 1)
+        z, g, alpha = escort_noise(nu3, shape)
+        return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, z, g, alpha, nu3,
+                                    self._sigma_value())
 
     def divergence(self, prior_dof: float, mode: str) -> Tensor:
         """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32."""
+        if mode in ("seed", "tied"):
+            return _SeedDivergence.apply(self.mu, self.rho, self.log_nu, self.keep, self.n_keep,
+                                         prior_dof if mode == "seed" else None,
+                                         self._sigma_value())
         return t_divergence(self.mu, self.sigma, self.nu.view(-1, 1, 1), prior_dof, mode,
                             weight=self.keep)
+
+    def nu_values(self) -> List[float]:
+        """The n degrees of freedom as Python floats (for logging; no graph)."""
+        return _nu_values(self.log_nu)[0]

@@ -300,3 +300,43 @@ def test_learns_to_copy_unseen_words_through_markers():
         lp, _ = model(src, lengths, prev)
     acc = (lp.argmax(-1) == tgt).float().mean().item()
     assert acc > 0.9, acc
+
+
+# -- truncated summaries: the variational context sees the real last target ------------------------
+def test_variational_terms_use_the_real_target_of_a_cut_summary():
+    """--truncate-target leaves summaries without </s>; the variational inference network and its
+    per-step terms must see y_T, not the </s> that rebuilding from prev_output_tokens would give.
+    The elbo criterion passes sample["target"] to the model for such contexts."""
+    from fairseq_acvi.criterions.elbo import ELBOCriterion
+
+    torch.manual_seed(0)
+    model, d = build_model("variational")
+    model.train()
+    src, lengths, prev = _batch(d)
+    cut = torch.cat([prev[:, 1:], torch.tensor([[7], [d.pad()], [d.pad()]])], 1)  # row 0 ends in w3
+    cut[1, 2], cut[2, 1] = d.eos(), d.eos()                                      # rows 1-2 end in </s>
+    assert cut[0, -1] != d.eos()
+    rebuilt = model.decoder._targets(prev)
+    assert rebuilt[0, -1] == d.eos() and torch.equal(rebuilt[1:], cut[1:])
+
+    def terms(target):
+        torch.manual_seed(1)
+        out = model(src, lengths, prev, target=target)
+        return {k: float(v[0]) for k, v in out[1]["losses"].items()}
+
+    gold, default, explicit = terms(cut), terms(None), terms(rebuilt)
+    assert default == explicit                              # no target: rebuilt from prev tokens
+    assert gold.keys() == default.keys() and gold != default  # the real y_T changes the terms
+    with pytest.raises(ValueError, match="same shape"):
+        model(src, lengths, prev, target=cut[:, :-1])
+
+    # the criterion gives the model the sample's target
+    class _T:
+        target_dictionary = d
+    crit = ELBOCriterion(_T())
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
+              "target": cut, "ntokens": int(cut.ne(d.pad()).sum()), "nsentences": 3}
+    torch.manual_seed(1)
+    _, _, log = crit(model, sample)
+    assert float(log["kl"]) == pytest.approx(gold["kl"], rel=1e-6, abs=0)
+    assert float(log["kl"]) != pytest.approx(default["kl"], rel=1e-3, abs=0)

@@ -35,7 +35,12 @@ class ELBOCriterion(FairseqCriterion):
         self.sentence_avg = sentence_avg
 
     def forward(self, model, sample, reduce=True):
-        net_output = model(**sample["net_input"])
+        net_input = sample["net_input"]
+        if getattr(getattr(getattr(model, "decoder", None), "context", None), "needs_target", False):
+            # the context conditions on y (variational): give it the real target, which a
+            # truncated summary does not end in </s> (cannot be rebuilt from prev_output_tokens)
+            net_input = dict(net_input, target=sample["target"])
+        net_output = model(**net_input)
         lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
         target = model.get_targets(sample, net_output)
         mask = target.ne(self.padding_idx)

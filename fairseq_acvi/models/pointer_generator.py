@@ -89,8 +89,8 @@ class PointerGeneratorDecoder(ContextLSTMDecoder):
         self.switch = CopySwitch(self.context.context_dim, self.hidden_size,
                                  embed_tokens.embedding_dim)
 
-    def _start(self, encoder_out, prev_output_tokens, full_sequence):
-        cache = super()._start(encoder_out, prev_output_tokens, full_sequence)
+    def _start(self, encoder_out, prev_output_tokens, full_sequence, target=None):
+        cache = super()._start(encoder_out, prev_output_tokens, full_sequence, target)
         cache["src_ids"] = encoder_out["src_tokens"][0]          # (B, N) right-padded, = values
         return cache
 

@@ -112,7 +112,7 @@ class ACVIVideoCaptioner(FairseqEncoderDecoderModel):
         """src_feats (B, F, D), src_lengths (B,), prev_output_tokens (B, T) ->
         (lprobs (B, T, V) float32 log-probabilities, extra) as in :class:`ContextLSTMDecoder`."""
         encoder_out = self.encoder(src_feats=src_feats, src_lengths=src_lengths)
-        return self.decoder(prev_output_tokens, encoder_out=encoder_out)
+        return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         return self.decoder.get_normalized_probs(net_output, log_probs, sample)

@@ -92,12 +92,20 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
 
     # ------------------------------------------------------------------------------------------
     def forward(self, prev_output_tokens: Tensor, encoder_out: Dict, incremental_state=None,
-                **unused):
+                target: Optional[Tensor] = None, **unused):
         """prev_output_tokens: (B, T) -> (lprobs (B, T', V) float32, extra); T' = 1 when
-        decoding incrementally."""
+        decoding incrementally.
+
+        target (B, T), optional: the gold y_1..y_T for contexts that condition on it (variational
+        inference network, its per-step terms). The ``elbo`` criterion passes it; without it the
+        target is rebuilt from prev_output_tokens, which is exact only when every target ends in
+        ``</s>`` (not for summaries cut by ``--truncate-target``)."""
+        if target is not None and target.shape != prev_output_tokens.shape:
+            raise ValueError(f"target {tuple(target.shape)} and prev_output_tokens "
+                             f"{tuple(prev_output_tokens.shape)} must have the same shape")
         cache = self._get_cache(incremental_state)
         if cache is None:
-            cache = self._start(encoder_out, prev_output_tokens, incremental_state is None)
+            cache = self._start(encoder_out, prev_output_tokens, incremental_state is None, target)
         if incremental_state is not None:
             t0 = prev_output_tokens.size(1) - 1
             prev_output_tokens = prev_output_tokens[:, -1:]
@@ -163,7 +171,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if cov_losses:
             losses["coverage"] = ((torch.stack(cov_losses, 1) * nonpad).sum(), None)
         if self.training and self.context.needs_target:
-            target = self._targets(prev_output_tokens)
+            if target is None:
+                target = self._targets(prev_output_tokens)
             fn = lambda ctx: self.output_log_probs(s, ctx, out, x, cache).gather(  # noqa: E731
                 -1, target[:, :, None, None].expand(*ctx.shape[:3], 1)).squeeze(-1)
             for name, val in self.context.sequence_losses(out, fn, target, prepared).items():
@@ -209,7 +218,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         return tgt.masked_fill(last, self.eos_idx)
 
     # -- state -----------------------------------------------------------------------------------
-    def _start(self, encoder_out, prev_output_tokens, full_sequence: bool) -> Dict[str, Tensor]:
+    def _start(self, encoder_out, prev_output_tokens, full_sequence: bool,
+               target: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """Per-sentence state: initial LSTM state, prepared memory and context state."""
         final = encoder_out["encoder_final"][0]                        # (L_enc, B, 2H_enc)
         final_c = encoder_out["encoder_final_cell"][0]
@@ -231,7 +241,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             cache["coverage"] = h.new_zeros(B, h.size(1), dtype=torch.float32)
         target_emb = target_pad = None
         if self.context.needs_target and self.training and full_sequence:
-            target = self._targets(prev_output_tokens)
+            if target is None:
+                target = self._targets(prev_output_tokens)
             target_emb, target_pad = self.embed_tokens(target), target.eq(self.padding_idx)
         prepared = self.context.prepare(mem, final[-1], target_emb, target_pad)
         cache.update({"prep_" + k: v for k, v in prepared.items()})

@@ -183,6 +183,12 @@ def test_t_divergence_criterion_scaling_and_logs():
     assert {"nu_A", "nu_B", "nu_C", "divergence", "ncorrect"} <= set(log)
     with pytest.raises(ValueError, match="Student-t"):
         TDivergenceCriterion(_Task(900))(MemN2NModel(MemN2NConfig(), d, 50), sample)
+    # --divergence-weight β scales the divergence term only
+    torch.manual_seed(3)
+    loss_b, _, _ = TDivergenceCriterion(_Task(900), "seed", divergence_weight=0.1)(m, sample)
+    assert loss_b.item() == pytest.approx(nll.item() + 0.1 * 2 / 900 * div.item(), rel=1e-5)
+    with pytest.raises(ValueError, match="divergence-weight"):
+        TDivergenceCriterion(_Task(900), "seed", divergence_weight=-1.0)
 
 
 def test_memn2n_learns_babi_task1(shared_data):

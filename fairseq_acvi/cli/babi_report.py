@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default="memn2n,t_memn2n")
     p.add_argument("--setups", default="single,joint", help="single, joint or both")
     p.add_argument("--seeds", type=int, default=1, help="runs per model; the best by validation is kept")
+    p.add_argument("--t-seeds", type=int, default=None,
+                   help="runs for t_memn2n (default: --seeds)")
     p.add_argument("--epochs", type=int, default=100, help="single-task epochs")
     p.add_argument("--anneal-every", type=int, default=25, help="single-task lr halving period (epochs)")
     p.add_argument("--joint-epochs", type=int, default=60)
@@ -83,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "linear start); validation selection only considers later epochs")
     p.add_argument("--t-divergence", default="seed", choices=["seed", "exact", "tied"])
     p.add_argument("--prior-dof", type=float, default=10.0)
+    p.add_argument("--divergence-weight", type=float, default=1.0,
+                   help="β on the t-divergence term (1 = D 54-55)")
     p.add_argument("--valid-samples", type=int, default=10, help="t-MEM-NN draws for validation")
     p.add_argument("--attention", default="1:202,11:3,14:22",
                    help="task:question-index (0-based, test file) pairs shown with per-hop attention")
@@ -114,7 +118,8 @@ def make_model(task, arch: str, args):
                         random_noise=args.random_noise, empty_memories=args.empty_memories,
                         prior_dof=args.prior_dof,
                         linear_start_epochs=args.linear_start_epochs)
-    return TMemN2NModel.build_model(cfg, task), TDivergenceCriterion(task, args.t_divergence)
+    return TMemN2NModel.build_model(cfg, task), TDivergenceCriterion(task, args.t_divergence,
+                                                                   args.divergence_weight)
 
 
 @torch.no_grad()
@@ -206,7 +211,8 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
                 continue
             task = task or make_task(args.data, spec)
             runs = []
-            for seed in range(1, args.seeds + 1):
+            n_seeds = args.t_seeds if arch == "t_memn2n" and args.t_seeds else args.seeds
+            for seed in range(1, n_seeds + 1):
                 if setup == "single":
                     model, info = train_run(task, arch, seed, args.epochs, args.anneal_every, args,
                                             batches_per_epoch=args.batches_per_epoch)
@@ -371,8 +377,11 @@ def render(args):
     out = ["# bAbI report (en-1k style; METHOD.md §4-5)", "",
            f"Data: `{os.path.basename(os.path.normpath(args.data))}`; optimizer {args.optimizer}, lr {args.lr} (halved every "
            f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip {args.clip_norm}, "
-           f"δ={args.embed_dim}, hops={args.hops}, t-divergence `{args.t_divergence}`, prior ν="
-           f"{args.prior_dof}; best of {args.seeds} seed(s) by validation accuracy; each run keeps "
+           f"δ={args.embed_dim}, hops={args.hops}, {args.tying} tying, empty memories "
+           f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
+           f"{args.linear_start_epochs} epochs, t-divergence `{args.t_divergence}`, prior ν="
+           f"{args.prior_dof}, divergence weight β={args.divergence_weight}; best of {args.seeds} "
+           f"seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}) by validation accuracy; each run keeps "
            f"its best-validation epoch.", ""]
     for setup, pub, title in [("single", PUBLISHED_SINGLE, "Single-task training (D Table 2)"),
                               ("joint", PUBLISHED_JOINT, "Joint training (D Table 10)")]:

@@ -2,10 +2,11 @@
 
 Per minibatch of B questions from a training set of N:
 
-    loss = Σ_b −log p(a_b | W, Θ_s)  +  (B / N) · Σ_{Θ ∈ A,B,C} D_t(q(Θ) ‖ t(0, I, ν))
+    loss = Σ_b −log p(a_b | W, Θ_s)  +  β · (B / N) · Σ_{Θ ∈ A,B,C} D_t(q(Θ) ‖ t(0, I, ν))
 
 with Θ_s one escort draw (the model draws it in training mode), so that loss / B is the expected
-NLL per question plus the divergence per training example. ``--t-divergence`` picks the form
+NLL per question plus the divergence per training example. β = ``--divergence-weight`` is 1 in
+the paper's objective; a smaller β tempers the prior (an option, not part of D 54-55). ``--t-divergence`` picks the form
 (seed | exact | tied, see :mod:`fairseq_acvi.modules.student_t`); the prior ν is the model's
 ``--prior-dof``. The divergence is computed in float32 (exact: float64) whatever the model dtype.
 In evaluation the NLL is that of the S-sample predictive distribution.
@@ -29,13 +30,19 @@ from fairseq_acvi.modules.student_t import DIVERGENCES
 class TDivergenceConfig(FairseqDataclass):
     t_divergence: ChoiceEnum(list(DIVERGENCES)) = field(default="seed", metadata={
         "help": "seed: (D 56) verbatim; exact: the definition by quadrature; tied: prior ν = ν_Θ"})
+    divergence_weight: float = field(default=1.0, metadata={
+        "help": "β in NLL + β·(B/N)·D_t (1 = the objective of D 54-55; < 1 tempers the prior, "
+                "which with 1k examples and σ₀ = 0.01 outweighs the data term)"})
 
 
 @register_criterion("t_divergence", dataclass=TDivergenceConfig)
 class TDivergenceCriterion(FairseqCriterion):
-    def __init__(self, task, t_divergence="seed"):
+    def __init__(self, task, t_divergence="seed", divergence_weight=1.0):
         super().__init__(task)
         self.mode = str(t_divergence)
+        self.beta = float(divergence_weight)
+        if not self.beta >= 0:
+            raise ValueError(f"--divergence-weight must be >= 0, got {divergence_weight!r}")
         if self.mode not in DIVERGENCES:
             raise ValueError(f"--t-divergence must be one of {DIVERGENCES}, got {self.mode!r}")
 
@@ -53,7 +60,7 @@ class TDivergenceCriterion(FairseqCriterion):
         train_size = getattr(self.task, "train_size", None)
         if not train_size:
             raise ValueError("t_divergence: the task does not report its training-set size")
-        loss = nll + (n / train_size) * div
+        loss = nll + (self.beta * n / train_size) * div
         logging_output = {"loss": log_value(loss), "nll_loss": log_value(nll),
                           "ncorrect": log_value(correct), "nsentences": n, "ntokens": n,
                           "sample_size": n, "divergence": log_value(div) * n}

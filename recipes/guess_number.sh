@@ -14,7 +14,9 @@
 #                       (the seed gives no learning rate for the game; bAbI's 0.01 learns it far slower)
 #   T_DIVERGENCE=exact  seed | exact | tied (t-MEM-NN criterion, METHOD §4.2). Not the criterion's
 #                       default 'seed': with it the fitted ν collapse to ~0.002 within 15 epochs here
-#                       and play degrades (see benchmarks/guess_number_RESULTS.md)
+#                       and play degrades (see benchmarks/guess_number_RESULTS.md). On [0,100] with
+#                       10k games `exact` costs ~3.5 min per epoch on 2 CPU cores; the measured
+#                       [0,100] run used T_DIVERGENCE=tied MAX_EPOCH=30 LR_HALVE_EPOCHS=8 (§5 there)
 #   MC_SAMPLES=10       t-MEM-NN inference draws; S=1 is always played as well
 #   GAMES=100 PLAY_SEED=1 TRANSCRIPTS=1   test games played by each model (fresh targets)
 #   SEED=1  DATA_SEED=1  TRAIN=1 (0: reuse the checkpoints already in $OUT)

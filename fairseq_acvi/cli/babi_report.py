@@ -352,8 +352,12 @@ def attention_section(args) -> List[str]:
                   + "; ".join(' '.join(ex.story[i]) for i in ex.supports), "",
                   "| model | predicted | hop 1 | hop 2 | hop 3 |", "|---|---|---|---|---|"]
         for arch, samples in [("memn2n", None), ("t_memn2n", 1), ("t_memn2n", 10)]:
-            model, _ = make_model(task, arch, args)
-            model.load_state_dict(torch.load(paths[arch], weights_only=True))
+            state = torch.load(paths[arch], weights_only=True)
+            run_args = copy.copy(args)       # the single-task runs' δ, whatever --embed-dim is now
+            run_args.embed_dim = next(v.shape[-1] for k, v in state.items()
+                                      if k.startswith(("emb.", "posterior.mu")))
+            model, _ = make_model(task, arch, run_args)
+            model.load_state_dict(state)
             model.eval()
             if samples is not None:
                 model.set_mc_samples(samples)

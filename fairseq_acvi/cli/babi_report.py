@@ -6,7 +6,8 @@ Usage (from the repository root)::
         [--tasks all] [--models memn2n,t_memn2n] [--setups single,joint] [--seeds 1]
 
 For every setup (``single``: one model per task, 100 epochs, lr halved every 25; ``joint``: one
-model on all selected tasks, 60 epochs, lr halved every 15; METHOD.md §4.1, §4.3) and model it
+model on all selected tasks, 60 epochs, lr halved every 15, δ = ``--joint-embed-dim`` (50), β =
+``--joint-divergence-weight``, ``--joint-seeds`` runs; METHOD.md §4.1, §4.3) and model it
 trains ``--seeds`` runs (seeds 1..N) in-process with the plugin's own task, model and criterion
 (``babi_qa``, ``memn2n`` / ``t_memn2n``, ``qa_cross_entropy`` / ``t_divergence``) in a plain
 PyTorch loop (32 minibatches per epoch for single tasks, batches of 32 for joint training), keeps
@@ -17,7 +18,7 @@ t-MEM-NN with S = 1 and S = 10 posterior draws.
 Outputs in ``--out-dir``: ``results_<setup>.json`` (appended as runs finish, so a partial run
 still reports), ``babi_report.md`` (tables shaped like D Table 2 / Table 10 with the published
 numbers of METHOD §5 side by side, the fitted ν, per-hop attention for chosen stories next to the
-supporting facts), ``babi_accuracy.png`` (bar chart) and ``ckpt/`` (state dicts of the chosen
+supporting facts), ``babi_accuracy_<setup>.png`` (bar charts) and ``ckpt/`` (state dicts of the chosen
 runs). ``--render-only`` rebuilds the markdown and the chart from the JSON files.
 """
 import argparse
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=1, help="runs per model; the best by validation is kept")
     p.add_argument("--t-seeds", type=int, default=None,
                    help="runs for t_memn2n (default: --seeds)")
+    p.add_argument("--joint-seeds", type=int, default=None,
+                   help="runs per model for joint training (default: --seeds / --t-seeds)")
     p.add_argument("--epochs", type=int, default=100, help="single-task epochs")
     p.add_argument("--anneal-every", type=int, default=25, help="single-task lr halving period (epochs)")
     p.add_argument("--joint-epochs", type=int, default=60)
@@ -74,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default="adam", choices=["adam", "adagrad", "sgd"])
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--clip-norm", type=float, default=40.0)
-    p.add_argument("--embed-dim", type=int, default=20)
+    p.add_argument("--embed-dim", type=int, default=20, help="δ for single-task training")
+    p.add_argument("--joint-embed-dim", type=int, default=50,
+                   help="δ for joint training (Sukhbaatar et al. use 50)")
     p.add_argument("--hops", type=int, default=3)
     p.add_argument("--tying", default="layerwise", choices=["layerwise", "adjacent"])
     p.add_argument("--empty-memories", default="mask", choices=["mask", "attend"],
@@ -87,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prior-dof", type=float, default=10.0)
     p.add_argument("--divergence-weight", type=float, default=1.0,
                    help="β on the t-divergence term (1 = D 54-55)")
+    p.add_argument("--joint-divergence-weight", type=float, default=None,
+                   help="β for joint training (default: --divergence-weight). The prior term is "
+                        "β·(B/N)·D_t, so the prior weight per example is β/N: the joint training "
+                        "set is 20× the single-task one")
     p.add_argument("--valid-samples", type=int, default=10, help="t-MEM-NN draws for validation")
     p.add_argument("--attention", default="1:202,11:3,14:22",
                    help="task:question-index (0-based, test file) pairs shown with per-hop attention")
@@ -187,9 +196,22 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
     model.load_state_dict(best_state)
     info = {"valid": best, "best_epoch": best_epoch, "seconds": time.time() - t0,
             "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1)}
+    info["embed_dim"] = args.embed_dim
     if arch == "t_memn2n":
         info["nu"] = {k: float(v.detach()) for k, v in model.nus().items()}
+        info["divergence_weight"] = args.divergence_weight
     return model, info
+
+
+def setup_args(setup: str, args):
+    """The options a setup trains with: joint training takes --joint-embed-dim and
+    --joint-divergence-weight."""
+    if setup == "joint":
+        args = copy.copy(args)
+        args.embed_dim = args.joint_embed_dim
+        if args.joint_divergence_weight is not None:
+            args.divergence_weight = args.joint_divergence_weight
+    return args
 
 
 def evaluate(model, arch: str, task) -> Dict[str, Dict[int, float]]:
@@ -200,6 +222,7 @@ def evaluate(model, arch: str, task) -> Dict[str, Dict[int, float]]:
 
 
 def run_setup(setup: str, tasks: List[int], args, results_path: str):
+    args = setup_args(setup, args)
     results = load_json(results_path)
     groups = [[t] for t in tasks] if setup == "single" else [tasks]
     for group in groups:
@@ -212,6 +235,8 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
             task = task or make_task(args.data, spec)
             runs = []
             n_seeds = args.t_seeds if arch == "t_memn2n" and args.t_seeds else args.seeds
+            if setup == "joint" and args.joint_seeds:
+                n_seeds = args.joint_seeds
             for seed in range(1, n_seeds + 1):
                 if setup == "single":
                     model, info = train_run(task, arch, seed, args.epochs, args.anneal_every, args,
@@ -285,12 +310,14 @@ def table(setup: str, results: dict, published: dict) -> List[str]:
 
 
 def nu_table(results: dict) -> List[str]:
-    lines = ["| run | ν per matrix | best epoch | valid acc | s per run | ms/update |", "|---|---|---:|---:|---:|---:|"]
+    lines = ["| run | ν per matrix | β | best epoch | valid acc | s per run | ms/update |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for key in sorted(results, key=lambda k: (k.split("|")[0], k.split("|")[1])):
         info = results[key]
         nu = ", ".join(f"ν_{k}={v:.3g}" for k, v in info.get("nu", {}).items()) or "—"
         arch, spec = key.split("|")
-        lines.append(f"| {arch}, tasks {spec} (seed {info.get('seed')}) | {nu} | {info['best_epoch']} | "
+        beta = info.get("divergence_weight", "—")
+        lines.append(f"| {arch}, tasks {spec} (seed {info.get('seed')}) | {nu} | {beta} | {info['best_epoch']} | "
                      f"{info['valid']:.1f} | {info['seconds']:.0f} | {info['ms_per_update']:.1f} |")
     return lines
 
@@ -381,11 +408,13 @@ def render(args):
     out = ["# bAbI report (en-1k style; METHOD.md §4-5)", "",
            f"Data: `{os.path.basename(os.path.normpath(args.data))}`; optimizer {args.optimizer}, lr {args.lr} (halved every "
            f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip {args.clip_norm}, "
-           f"δ={args.embed_dim}, hops={args.hops}, {args.tying} tying, empty memories "
+           f"δ={args.embed_dim} (joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
            f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
            f"{args.linear_start_epochs} epochs, t-divergence `{args.t_divergence}`, prior ν="
-           f"{args.prior_dof}, divergence weight β={args.divergence_weight}; best of {args.seeds} "
-           f"seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}) by validation accuracy; each run keeps "
+           f"{args.prior_dof}, divergence weight β={args.divergence_weight} (joint: "
+           f"{setup_args('joint', args).divergence_weight}); best of {args.seeds} "
+           f"seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}; joint: "
+           f"{args.joint_seeds or 'the same'}) by validation accuracy; each run keeps "
            f"its best-validation epoch.", ""]
     for setup, pub, title in [("single", PUBLISHED_SINGLE, "Single-task training (D Table 2)"),
                               ("joint", PUBLISHED_JOINT, "Joint training (D Table 10)")]:

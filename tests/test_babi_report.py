@@ -1,0 +1,83 @@
+"""The bAbI report command (issue 3, item 5): train → select by validation → test → markdown/PNG.
+
+A tiny budget (a few updates) on the real tasks 1-2: the numbers are not good, but the report's
+bookkeeping is checked against the JSON it writes — best run by validation, passed/mean rows,
+the β each setup used, resuming without retraining, and the per-hop attention section.
+"""
+import json
+import re
+
+import pytest
+
+from fairseq_acvi.cli import babi_report
+
+
+def _summary(md: str, setup_title: str):
+    """(passed, mean) of the 'ours' columns in one setup's table of babi_report.md."""
+    section = md.split(f"## {setup_title}")[1].split("\n## ")[0]
+    passed = re.search(r"^\| \*\*passed.*$", section, re.M).group(0).split("|")[2:-1]
+    mean = re.search(r"^\| \*\*mean\*\*.*$", section, re.M).group(0).split("|")[2:-1]
+    ours = [1, 3, 5]                      # (pub., ours) pairs: MemN2N, S=1, S=10
+    return [int(passed[i]) for i in ours], [float(mean[i]) for i in ours]
+
+
+def test_report_end_to_end(tmp_path, shared_data):
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    out = tmp_path / "rep"
+    argv = ["--data", str(folder), "--out-dir", str(out), "--tasks", "1,2",
+            "--setups", "single,joint", "--seeds", "2", "--t-seeds", "1", "--joint-seeds", "1",
+            "--epochs", "3",
+            "--batches-per-epoch", "4", "--joint-epochs", "1", "--joint-batch-size", "300",
+            "--tying", "adjacent", "--empty-memories", "attend", "--random-noise", "0",
+            "--t-divergence", "tied", "--divergence-weight", "0.01",
+            "--joint-divergence-weight", "0.5", "--embed-dim", "8", "--joint-embed-dim", "12",
+            "--attention", "1:0"]
+    babi_report.main(argv)
+
+    single = json.loads((out / "results_single.json").read_text())
+    joint = json.loads((out / "results_joint.json").read_text())
+    assert set(single) == {"memn2n|1", "t_memn2n|1", "memn2n|2", "t_memn2n|2"}
+    assert set(joint) == {"memn2n|1,2", "t_memn2n|1,2"}
+    assert [len(info["runs"]) for info in joint.values()] == [1, 1]          # --joint-seeds
+    for key, info in single.items():
+        runs = info["runs"]
+        assert len(runs) == (2 if key.startswith("memn2n") else 1)
+        # best of N by validation, ties to the lower seed
+        best = max(runs, key=lambda r: (r["valid"], -r["seed"]))
+        assert info["seed"] == best["seed"] and info["valid"] == best["valid"]
+        assert 1 <= info["best_epoch"] <= 3
+        for accs in info["test"].values():
+            assert all(0.0 <= a <= 100.0 for a in accs.values())
+    # each setup's t-MEM-NN trained with its own β
+    assert single["t_memn2n|1"]["divergence_weight"] == 0.01
+    assert joint["t_memn2n|1,2"]["divergence_weight"] == 0.5
+    assert set(joint["t_memn2n|1,2"]["test"]["t_memn2n_S10"]) == {"1", "2"}
+    assert set(single["t_memn2n|2"]["nu"]) == {"E0", "E1", "E2", "E3"}
+    assert {i["embed_dim"] for i in single.values()} == {8}
+    assert {i["embed_dim"] for i in joint.values()} == {12}
+
+    md = (out / "babi_report.md").read_text()
+    for title, res in [("Single-task training", single), ("Joint training", joint)]:
+        cols = babi_report.collect(res)
+        passed, mean = _summary(md, title)
+        for i, c in enumerate(["memn2n", "t_memn2n_S1", "t_memn2n_S10"]):
+            accs = [cols[c][t] for t in (1, 2)]
+            assert passed[i] == sum(a >= 95 for a in accs)
+            assert mean[i] == pytest.approx(sum(accs) / 2, abs=0.051)
+    # the published figures sit beside ours (task 2: 84 / 77 / 84 single, 86 / 61 / 79 joint)
+    assert re.search(r"\| 2: two supporting facts \| 84 \| [\d.]+ \| 77 \| [\d.]+ \| 84 \|", md)
+    assert re.search(r"\| 2: two supporting facts \| 86 \| [\d.]+ \| 61 \| [\d.]+ \| 79 \|", md)
+    assert "β=0.01 (joint: 0.5)" in md
+    # per-hop attention for task 1, test question 0, with the data's supporting fact
+    att = md.split("### Task 1, test question 0")[1]
+    assert "supporting facts:" in att.split("\n\n")[2]
+    assert len(re.findall(r"^\| (MemN2N|t-MEM-NN S=1|t-MEM-NN S=10) \|", att, re.M)) == 3
+    for png in ("babi_accuracy_single.png", "babi_accuracy_joint.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # a second call resumes: nothing is retrained, the results are kept as they are
+    ckpt = out / "ckpt" / "single_t_memn2n_1.pt"
+    mtime = ckpt.stat().st_mtime_ns
+    babi_report.main(argv)
+    assert json.loads((out / "results_single.json").read_text()) == single
+    assert ckpt.stat().st_mtime_ns == mtime

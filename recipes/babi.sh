@@ -19,8 +19,9 @@
 # leaves task 6 at 58 %, β = 0.001 reaches 89 %). Set TYING=layerwise EMPTY_MEMORIES=mask
 # RANDOM_NOISE=0.1 LINEAR_START=0 T_DIVERGENCE=seed DIVERGENCE_WEIGHT=1 JOINT_DIVERGENCE_WEIGHT=1
 # for METHOD §4.1-4.2's literal model and objective. The full default run trains 20 × 20 + 2 models:
-# about 2 h on 2 cores (to use both, run TASKS=1,3,...,19 and TASKS=2,4,...,20 in two shells with
-# different OUT_DIRs and SETUPS=single, then SETUPS=joint).
+# about 2.5 h in one process on an idle CPU core (measured 2026-11-23: 10-39 s per single-task run,
+# ~20 min per joint run). To use two cores, run SETUPS=single with TASKS=1,3,...,19 and
+# TASKS=2,4,...,20 in two shells with different OUT_DIRs, and SETUPS=joint in one of them.
 #
 # One model through the stock CLIs instead (what tests/test_memn2n.py does):
 #   fairseq-train $BABI_DATA --user-dir fairseq_acvi --task babi_qa --babi-tasks 1 \

@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from fairseq_acvi.cli import babi_report
 
@@ -30,7 +31,7 @@ def test_report_end_to_end(tmp_path, shared_data):
             "--batches-per-epoch", "4", "--joint-epochs", "1", "--joint-batch-size", "300",
             "--tying", "adjacent", "--empty-memories", "attend", "--random-noise", "0",
             "--t-divergence", "tied", "--divergence-weight", "0.01",
-            "--joint-divergence-weight", "0.5", "--embed-dim", "8", "--joint-embed-dim", "12",
+            "--joint-divergence-weight", "0.5", "--embed-dim", "8", "--t-embed-dim", "10", "--joint-embed-dim", "12",
             "--attention", "1:0"]
     babi_report.main(argv)
 
@@ -53,8 +54,14 @@ def test_report_end_to_end(tmp_path, shared_data):
     assert joint["t_memn2n|1,2"]["divergence_weight"] == 0.5
     assert set(joint["t_memn2n|1,2"]["test"]["t_memn2n_S10"]) == {"1", "2"}
     assert set(single["t_memn2n|2"]["nu"]) == {"E0", "E1", "E2", "E3"}
-    assert {i["embed_dim"] for i in single.values()} == {8}
+    assert {single[f"memn2n|{t}"]["embed_dim"] for t in (1, 2)} == {8}
+    assert {single[f"t_memn2n|{t}"]["embed_dim"] for t in (1, 2)} == {10}
     assert {i["embed_dim"] for i in joint.values()} == {12}
+    # ... and the saved models have those sizes (the attention section below rebuilds them)
+    ck = out / "ckpt"
+    assert torch.load(ck / "single_memn2n_1.pt")["emb.E0"].shape[-1] == 8
+    assert torch.load(ck / "single_t_memn2n_1.pt")["posterior.mu"].shape[-1] == 10
+    assert torch.load(ck / "joint_t_memn2n_1-2.pt")["posterior.mu"].shape[-1] == 12
 
     md = (out / "babi_report.md").read_text()
     for title, res in [("Single-task training", single), ("Joint training", joint)]:

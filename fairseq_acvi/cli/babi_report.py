@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--clip-norm", type=float, default=40.0)
     p.add_argument("--embed-dim", type=int, default=20, help="δ for single-task training")
+    p.add_argument("--t-embed-dim", type=int, default=None,
+                   help="δ for single-task t_memn2n (default: --embed-dim)")
     p.add_argument("--joint-embed-dim", type=int, default=50,
                    help="δ for joint training (Sukhbaatar et al. use 50)")
     p.add_argument("--hops", type=int, default=3)
@@ -113,6 +115,11 @@ def make_task(data: str, tasks: str):
     return task
 
 
+def t_embed_dim(args) -> int:
+    """δ of a t_memn2n run: --t-embed-dim if given (single task), else --embed-dim."""
+    return getattr(args, "t_embed_dim", None) or args.embed_dim
+
+
 def make_model(task, arch: str, args):
     from fairseq_acvi.criterions.qa_cross_entropy import QACrossEntropyCriterion
     from fairseq_acvi.criterions.t_divergence import TDivergenceCriterion
@@ -123,7 +130,7 @@ def make_model(task, arch: str, args):
                            random_noise=args.random_noise, empty_memories=args.empty_memories,
                            linear_start_epochs=args.linear_start_epochs)
         return MemN2NModel.build_model(cfg, task), QACrossEntropyCriterion(task)
-    cfg = TMemN2NConfig(embed_dim=args.embed_dim, hops=args.hops, tying=args.tying,
+    cfg = TMemN2NConfig(embed_dim=t_embed_dim(args), hops=args.hops, tying=args.tying,
                         random_noise=args.random_noise, empty_memories=args.empty_memories,
                         prior_dof=args.prior_dof,
                         linear_start_epochs=args.linear_start_epochs)
@@ -196,7 +203,7 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
     model.load_state_dict(best_state)
     info = {"valid": best, "best_epoch": best_epoch, "seconds": time.time() - t0,
             "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1)}
-    info["embed_dim"] = args.embed_dim
+    info["embed_dim"] = t_embed_dim(args) if arch == "t_memn2n" else args.embed_dim
     if arch == "t_memn2n":
         info["nu"] = {k: float(v.detach()) for k, v in model.nus().items()}
         info["divergence_weight"] = args.divergence_weight
@@ -209,6 +216,7 @@ def setup_args(setup: str, args):
     if setup == "joint":
         args = copy.copy(args)
         args.embed_dim = args.joint_embed_dim
+        args.t_embed_dim = None
         if args.joint_divergence_weight is not None:
             args.divergence_weight = args.joint_divergence_weight
     return args
@@ -383,6 +391,7 @@ def attention_section(args) -> List[str]:
             run_args = copy.copy(args)       # the single-task runs' δ, whatever --embed-dim is now
             run_args.embed_dim = next(v.shape[-1] for k, v in state.items()
                                       if k.startswith(("emb.", "posterior.mu")))
+            run_args.t_embed_dim = None
             model, _ = make_model(task, arch, run_args)
             model.load_state_dict(state)
             model.eval()
@@ -408,7 +417,7 @@ def render(args):
     out = ["# bAbI report (en-1k style; METHOD.md §4-5)", "",
            f"Data: `{os.path.basename(os.path.normpath(args.data))}`; optimizer {args.optimizer}, lr {args.lr} (halved every "
            f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip {args.clip_norm}, "
-           f"δ={args.embed_dim} (joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
+           f"δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
            f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
            f"{args.linear_start_epochs} epochs, t-divergence `{args.t_divergence}`, prior ν="
            f"{args.prior_dof}, divergence weight β={args.divergence_weight} (joint: "

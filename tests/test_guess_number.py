@@ -224,6 +224,41 @@ def test_mixed_accuracy_is_micro_and_per_game():
     assert m.rounds == 2.0
 
 
+def test_guess_positions_and_off_centre():
+    class Scripted(gn.Player):
+        """Target 2: 8 in [0,10] (r .8), 9 out of bounds, 0 in [0,7] (r 0), 3 in [1,7] (r 1/3), 2 in [1,2] (r 1)."""
+        def guess(self, h):
+            return ["8", "9", "0", "3", "2"][len(h.rounds)]
+    rec = gn.play_games(Scripted(), [2], 0, 10)[0]
+    assert rec.won and rec.accurate == [True, False, True, True, True]
+    assert gn.guess_positions(rec) == pytest.approx([0.8, 0.0, 1 / 3, 1.0])
+    m = gn.summarize([rec])
+    assert m.position == pytest.approx((0.8 + 0 + 1 / 3 + 1) / 4)
+    assert m.off_centre == pytest.approx((0.6 + 1 + 1 / 3 + 1) / 4)
+    # a guess whose bounds hold one number has no position; the lower-bound player sits on a bound
+    m = gn.summarize(gn.play_games(gn.LowerBoundPlayer(), [0, 3, 10], 0, 10))
+    assert (m.position, m.off_centre) == (0.0, 1.0)
+    m = gn.summarize(gn.play_games(gn.BisectPlayer(), range(101), 0, 100))
+    assert 0.4 < m.position < 0.5 and m.off_centre < 0.15  # (lo + hi) // 2 leans low on small bounds
+    # uniform-random student: E r = 1/2 by symmetry; E|2r - 1| is 1/2 on wide bounds but 1 on two
+    # numbers, so compare with the expectation over games, by recursion on the bounds' size n:
+    # F(n), G(n) = expected sum of |2r - 1| and count of positioned guesses in a game on n numbers
+    F, G = [0.0, 0.0], [0.0, 0.0]
+    for n in range(2, 102):
+        f = g = 0.0
+        for k in range(n):  # guess lo + k; the target is left of it w.p. k/n, right w.p. (n-1-k)/n
+            f += abs(2 * k / (n - 1) - 1) + (k * F[k] + (n - 1 - k) * F[n - 1 - k]) / n
+            g += 1 + (k * G[k] + (n - 1 - k) * G[n - 1 - k]) / n
+        F.append(f / n)
+        G.append(g / n)
+    rng = random.Random(0)
+    m = gn.summarize(gn.play_games(gn.RandomPlayer(random.Random(1)),
+                                   [rng.randint(0, 100) for _ in range(2000)], 0, 100))
+    assert F[101] / G[101] == pytest.approx(0.563, abs=0.005)
+    assert abs(m.position - 0.5) < 0.02 and abs(m.off_centre - F[101] / G[101]) < 0.01
+    assert math.isnan(gn.summarize(gn.play_games(gn.ConstantPlayer("x"), [1], 0, 10, 3)).off_centre)
+
+
 # ------------------------------------------------------------------------- model player (scripted)
 class FakeDictionary:
     def __init__(self, symbols):

@@ -159,7 +159,8 @@ def format_metrics(m: gn.Metrics, label: str) -> str:
     rounds = "n/a" if math.isnan(m.rounds) else f"{m.rounds:.2f}"
     return (f"{label}: games {m.games}  guesses {m.guesses}  accuracy {100 * m.accuracy:.1f}%  "
             f"(per-game {100 * m.accuracy_per_game:.1f}%)  success {100 * m.success:.1f}%  "
-            f"rounds {rounds}  invalid outputs {m.invalid}")
+            f"rounds {rounds}  invalid outputs {m.invalid}  position {m.position:.2f}  "
+            f"off-centre {m.off_centre:.2f}")
 
 
 def main(argv: Optional[Sequence[str]] = None):

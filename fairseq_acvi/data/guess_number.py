@@ -12,7 +12,11 @@ The *bounds implied by the history* are the integers still possible given every 
 A guess is *accurate* when it is a number in ``[lo, hi]`` (out-of-bounds and non-number guesses are
 not). Metrics over a set of played games (D §6.6): accuracy = accurate guesses / guesses (micro
 average; the per-game mean is reported too), success = share of games won within ``max_tries``,
-rounds = mean number of guesses in won games.
+rounds = mean number of guesses in won games. A diagnostic beside them says *where* in the bounds the
+accurate guesses fall: for a guess ``g`` in ``[lo, hi]`` with ``hi > lo``, its position is
+``r = (g - lo) / (hi - lo)``; ``position`` is the mean of ``r`` (0.5 = no lean to either bound) and
+``off_centre`` the mean of ``|2r - 1|`` (0 = the midpoint, as bisection; 1 = a bound; 0.5 expected
+for the uniform-random student). A player that guesses near the bounds needs more rounds.
 
 Dialogue as bAbI v1.2 text (one story per game; ids restart at 1; question lines are not memories):
 
@@ -252,6 +256,8 @@ class Metrics:
     success: float
     rounds: float
     invalid: int             # guesses that were not number tokens
+    position: float = float("nan")    # mean r = (g - lo) / (hi - lo) of accurate guesses, hi > lo
+    off_centre: float = float("nan")  # mean |2r - 1| over the same guesses (0 midpoint, 1 a bound)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -262,6 +268,7 @@ def summarize(records: Sequence[GameRecord]) -> Metrics:
         raise ValueError("no games to summarize")
     guesses = sum(len(r.accurate) for r in records)
     won = [r for r in records if r.won]
+    positions = [p for r in records for p in guess_positions(r)]
     return Metrics(
         games=len(records),
         guesses=guesses,
@@ -270,7 +277,19 @@ def summarize(records: Sequence[GameRecord]) -> Metrics:
         success=len(won) / len(records),
         rounds=sum(len(r.rounds) for r in won) / len(won) if won else float("nan"),
         invalid=sum(r.invalid for r in records),
+        position=sum(positions) / len(positions) if positions else float("nan"),
+        off_centre=sum(abs(2 * p - 1) for p in positions) / len(positions) if positions else float("nan"),
     )
+
+
+def guess_positions(record: GameRecord) -> List[float]:
+    """``r = (g - lo) / (hi - lo)`` of each accurate guess whose bounds hold two or more numbers."""
+    out = []
+    for i, (r, ok) in enumerate(zip(record.rounds, record.accurate)):
+        b = implied_bounds(record.low, record.high, record.rounds[:i])
+        if ok and b.hi > b.lo:
+            out.append((int(r.guess) - b.lo) / (b.hi - b.lo))
+    return out
 
 
 def transcript(record: GameRecord) -> str:

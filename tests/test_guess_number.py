@@ -234,10 +234,10 @@ def test_guess_positions_and_off_centre():
     assert gn.guess_positions(rec) == pytest.approx([0.8, 0.0, 1 / 3, 1.0])
     m = gn.summarize([rec])
     assert m.position == pytest.approx((0.8 + 0 + 1 / 3 + 1) / 4)
-    assert m.off_centre == pytest.approx((0.6 + 1 + 1 / 3 + 1) / 4)
+    assert m.off_centre == pytest.approx((0.6 + 1 + 1 / 3 + 1) / 4) and m.on_bound == 0.5
     # a guess whose bounds hold one number has no position; the lower-bound player sits on a bound
     m = gn.summarize(gn.play_games(gn.LowerBoundPlayer(), [0, 3, 10], 0, 10))
-    assert (m.position, m.off_centre) == (0.0, 1.0)
+    assert (m.position, m.off_centre, m.on_bound) == (0.0, 1.0, 1.0)
     m = gn.summarize(gn.play_games(gn.BisectPlayer(), range(101), 0, 100))
     assert 0.4 < m.position < 0.5 and m.off_centre < 0.15  # (lo + hi) // 2 leans low on small bounds
     # uniform-random student: E r = 1/2 by symmetry; E|2r - 1| is 1/2 on wide bounds but 1 on two
@@ -256,6 +256,7 @@ def test_guess_positions_and_off_centre():
                                    [rng.randint(0, 100) for _ in range(2000)], 0, 100))
     assert F[101] / G[101] == pytest.approx(0.563, abs=0.005)
     assert abs(m.position - 0.5) < 0.02 and abs(m.off_centre - F[101] / G[101]) < 0.01
+    assert 0.1 < m.on_bound < 0.2  # 2/n of the guesses on n numbers, dominated by small bounds
     assert math.isnan(gn.summarize(gn.play_games(gn.ConstantPlayer("x"), [1], 0, 10, 3)).off_centre)
 
 

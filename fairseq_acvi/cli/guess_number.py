@@ -160,7 +160,7 @@ def format_metrics(m: gn.Metrics, label: str) -> str:
     return (f"{label}: games {m.games}  guesses {m.guesses}  accuracy {100 * m.accuracy:.1f}%  "
             f"(per-game {100 * m.accuracy_per_game:.1f}%)  success {100 * m.success:.1f}%  "
             f"rounds {rounds}  invalid outputs {m.invalid}  position {m.position:.2f}  "
-            f"off-centre {m.off_centre:.2f}")
+            f"off-centre {m.off_centre:.2f}  on a bound {100 * m.on_bound:.1f}%")
 
 
 def main(argv: Optional[Sequence[str]] = None):

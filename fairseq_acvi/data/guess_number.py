@@ -15,8 +15,9 @@ average; the per-game mean is reported too), success = share of games won within
 rounds = mean number of guesses in won games. A diagnostic beside them says *where* in the bounds the
 accurate guesses fall: for a guess ``g`` in ``[lo, hi]`` with ``hi > lo``, its position is
 ``r = (g - lo) / (hi - lo)``; ``position`` is the mean of ``r`` (0.5 = no lean to either bound) and
-``off_centre`` the mean of ``|2r - 1|`` (0 = the midpoint, as bisection; 1 = a bound; 0.5 expected
-for the uniform-random student). A player that guesses near the bounds needs more rounds.
+``off_centre`` the mean of ``|2r - 1|`` (0 = the midpoint, as bisection; 1 = a bound; 0.56 expected
+for the uniform-random student on [0, 100]) and ``on_bound`` the share with ``r`` in {0, 1}. A player
+that guesses near the bounds needs more rounds.
 
 Dialogue as bAbI v1.2 text (one story per game; ids restart at 1; question lines are not memories):
 
@@ -258,6 +259,7 @@ class Metrics:
     invalid: int             # guesses that were not number tokens
     position: float = float("nan")    # mean r = (g - lo) / (hi - lo) of accurate guesses, hi > lo
     off_centre: float = float("nan")  # mean |2r - 1| over the same guesses (0 midpoint, 1 a bound)
+    on_bound: float = float("nan")    # share of the same guesses with r in {0, 1}
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -279,6 +281,7 @@ def summarize(records: Sequence[GameRecord]) -> Metrics:
         invalid=sum(r.invalid for r in records),
         position=sum(positions) / len(positions) if positions else float("nan"),
         off_centre=sum(abs(2 * p - 1) for p in positions) / len(positions) if positions else float("nan"),
+        on_bound=sum(p in (0.0, 1.0) for p in positions) / len(positions) if positions else float("nan"),
     )
 
 

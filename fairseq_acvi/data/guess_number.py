@@ -287,19 +287,20 @@ def summarize(records: Sequence[GameRecord]) -> Metrics:
 
 def guess_positions(record: GameRecord) -> List[float]:
     """``r = (g - lo) / (hi - lo)`` of each accurate guess whose bounds hold two or more numbers."""
-    out = []
-    for i, (r, ok) in enumerate(zip(record.rounds, record.accurate)):
-        b = implied_bounds(record.low, record.high, record.rounds[:i])
-        if ok and b.hi > b.lo:
-            out.append((int(r.guess) - b.lo) / (b.hi - b.lo))
-    return out
+    return [(int(r.guess) - b.lo) / (b.hi - b.lo)
+            for r, ok, b in zip(record.rounds, record.accurate, bounds_before_rounds(record))
+            if ok and b.hi > b.lo]
+
+
+def bounds_before_rounds(record: GameRecord) -> List[Bounds]:
+    """The implied bounds the player saw before each of its guesses."""
+    return [implied_bounds(record.low, record.high, record.rounds[:i]) for i in range(len(record.rounds))]
 
 
 def transcript(record: GameRecord) -> str:
     """Human-readable play-by-play of one game (bounds shown before each guess)."""
     lines = [f"target {record.target} in [{record.low}, {record.high}]"]
-    for i, (r, ok) in enumerate(zip(record.rounds, record.accurate)):
-        b = implied_bounds(record.low, record.high, record.rounds[:i])
+    for i, (r, ok, b) in enumerate(zip(record.rounds, record.accurate, bounds_before_rounds(record))):
         bounds = f"[{b.lo}, {b.hi}]"
         lines.append(f"  round {i + 1:3d}  bounds {bounds:<10}  guess {r.guess:>6}  "
                      f"{'in bounds' if ok else 'OUT OF BOUNDS'}  -> {r.hint}")

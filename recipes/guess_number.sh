@@ -16,7 +16,7 @@
 #                       default 'seed': with it the fitted ν collapse to ~0.002 within 15 epochs here
 #                       and play degrades (see benchmarks/guess_number_RESULTS.md). `tied` is what
 #                       the bAbI recipe uses and what the measured FULL [0,100] run used (§7 there:
-#                       100 epochs in ~45 min on one core); `exact` plays as well on [0,10] but costs
+#                       100 epochs in ~40 min on one core); `exact` plays as well on [0,10] but costs
 #                       ~3.5 min per epoch on [0,100] with 10k games
 #   MC_SAMPLES=10       t-MEM-NN inference draws; S=1 is always played as well
 #   GAMES=100 PLAY_SEED=1 TRANSCRIPTS=1   test games played by each model (fresh targets)

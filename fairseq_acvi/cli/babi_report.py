@@ -203,7 +203,7 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
     model.load_state_dict(best_state)
     info = {"valid": best, "best_epoch": best_epoch, "seconds": time.time() - t0,
             "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1)}
-    info["embed_dim"] = t_embed_dim(args) if arch == "t_memn2n" else args.embed_dim
+    info["embed_dim"] = model.dim  # the δ the run was built with
     if arch == "t_memn2n":
         info["nu"] = {k: float(v.detach()) for k, v in model.nus().items()}
         info["divergence_weight"] = args.divergence_weight

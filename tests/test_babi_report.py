@@ -88,3 +88,45 @@ def test_report_end_to_end(tmp_path, shared_data):
     babi_report.main(argv)
     assert json.loads((out / "results_single.json").read_text()) == single
     assert ckpt.stat().st_mtime_ns == mtime
+
+
+def test_more_seeds_then_merge_equals_one_best_of_n(tmp_path, shared_data):
+    """--first-seed + --merge: seeds 1-2 and 3 trained apart, then merged, choose the run (and
+    report the test accuracy and checkpoint) that one best-of-3 run chooses; training is
+    deterministic per seed."""
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    common = ["--data", str(folder), "--tasks", "2", "--setups", "single", "--models", "memn2n",
+              "--epochs", "2", "--batches-per-epoch", "3", "--embed-dim", "6",
+              "--random-noise", "0", "--attention", ""]
+    babi_report.main(common + ["--out-dir", str(tmp_path / "all"), "--seeds", "3"])
+    babi_report.main(common + ["--out-dir", str(tmp_path / "a"), "--seeds", "2"])
+    babi_report.main(common + ["--out-dir", str(tmp_path / "b"), "--seeds", "1", "--first-seed", "3"])
+    assert [r["seed"] for r in json.loads((tmp_path / "b" / "results_single.json").read_text())
+            ["memn2n|2"]["runs"]] == [3]
+    babi_report.main(common + ["--out-dir", str(tmp_path / "m"),
+                               "--merge", str(tmp_path / "a"), str(tmp_path / "b")])
+    one = json.loads((tmp_path / "all" / "results_single.json").read_text())["memn2n|2"]
+    merged = json.loads((tmp_path / "m" / "results_single.json").read_text())["memn2n|2"]
+    assert [r["seed"] for r in merged["runs"]] == [1, 2, 3]
+    assert [r["valid"] for r in merged["runs"]] == [r["valid"] for r in one["runs"]]
+    assert (merged["seed"], merged["valid"], merged["test"]) == (one["seed"], one["valid"], one["test"])
+    ck_one = torch.load(tmp_path / "all" / "ckpt" / "single_memn2n_2.pt")
+    ck_merged = torch.load(tmp_path / "m" / "ckpt" / "single_memn2n_2.pt")
+    assert all(torch.equal(ck_one[k], ck_merged[k]) for k in ck_one)
+    assert "MemN2N" in (tmp_path / "m" / "babi_report.md").read_text()
+
+
+def test_merge_results_picks_best_and_refuses_overlapping_seeds():
+    def info(seeds_valid, test):
+        runs = [{"seed": s, "valid": v} for s, v in seeds_valid]
+        best = max(runs, key=lambda r: (r["valid"], -r["seed"]))
+        return {**best, "test": test, "runs": runs}
+
+    a = {"m|1": info([(1, 80.0), (2, 90.0)], "a"), "m|2": info([(1, 70.0)], "a2")}
+    b = {"m|1": info([(3, 90.0), (4, 85.0)], "b"), "m|2": info([(2, 71.0)], "b2")}
+    m = babi_report.merge_results([a, b])
+    assert (m["m|1"]["seed"], m["m|1"]["test"], m["m|1"]["from_part"]) == (2, "a", 0)  # tie: lower seed
+    assert (m["m|2"]["seed"], m["m|2"]["test"], m["m|2"]["from_part"]) == (2, "b2", 1)
+    assert [r["seed"] for r in m["m|1"]["runs"]] == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="seed\\(s\\) \\[2\\]"):
+        babi_report.merge_results([a, {"m|1": info([(2, 95.0)], "c")}])

@@ -20,6 +20,10 @@ still reports), ``babi_report.md`` (tables shaped like D Table 2 / Table 10 with
 numbers of METHOD §5 side by side, the fitted ν, per-hop attention for chosen stories next to the
 supporting facts), ``babi_accuracy_<setup>.png`` (bar charts) and ``ckpt/`` (state dicts of the chosen
 runs). ``--render-only`` rebuilds the markdown and the chart from the JSON files.
+
+More seeds later: ``--first-seed 11 --seeds 10`` trains seeds 11..20 into a new ``--out-dir``;
+``--merge DIR_1_10 DIR_11_20 --out-dir OUT`` then keeps, per model and task, the run that one
+best-of-20 run would have kept (validation accuracy, ties to the lower seed) and renders OUT.
 """
 import argparse
 import copy
@@ -64,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default="memn2n,t_memn2n")
     p.add_argument("--setups", default="single,joint", help="single, joint or both")
     p.add_argument("--seeds", type=int, default=1, help="runs per model; the best by validation is kept")
+    p.add_argument("--first-seed", type=int, default=1,
+                   help="seeds are first-seed .. first-seed + N - 1 (to extend an earlier best-of-N "
+                        "run with more seeds in another --out-dir, then --merge them)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                   help="instead of training: combine the results of runs over disjoint seed "
+                        "ranges (each DIR an earlier --out-dir) into --out-dir, keeping per "
+                        "model and task the best run by validation (ties: the lower seed), as "
+                        "one best-of-(N1 + N2 + ...) run would have; copies the chosen "
+                        "checkpoints and renders the report")
     p.add_argument("--t-seeds", type=int, default=None,
                    help="runs for t_memn2n (default: --seeds)")
     p.add_argument("--joint-seeds", type=int, default=None,
@@ -245,7 +258,8 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
             n_seeds = args.t_seeds if arch == "t_memn2n" and args.t_seeds else args.seeds
             if setup == "joint" and args.joint_seeds:
                 n_seeds = args.joint_seeds
-            for seed in range(1, n_seeds + 1):
+            first = getattr(args, "first_seed", 1)
+            for seed in range(first, first + n_seeds):
                 if setup == "single":
                     model, info = train_run(task, arch, seed, args.epochs, args.anneal_every, args,
                                             batches_per_epoch=args.batches_per_epoch)
@@ -271,6 +285,54 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
             with open(results_path + ".tmp", "w") as f:
                 json.dump(results, f, indent=1)
             os.replace(results_path + ".tmp", results_path)
+
+
+def merge_results(parts: List[dict]) -> Dict[str, dict]:
+    """Combine results of one setup trained over disjoint seed ranges (``--first-seed``).
+
+    parts: results dicts (key "arch|tasks" -> info with "valid", "seed", "test", "runs").
+    Returns key -> info of the best run by (validation accuracy, lower seed), the same choice
+    :func:`run_setup` makes over all the seeds at once, with "runs" the union of the parts'
+    runs and "from_part" the index of the part whose run (and checkpoint) was kept. A seed that
+    appears in two parts is an error: its runs would be counted twice.
+    """
+    merged: Dict[str, dict] = {}
+    for i, part in enumerate(parts):
+        for key, info in part.items():
+            info = dict(info, from_part=i)
+            if key not in merged:
+                merged[key] = info
+                continue
+            old = merged[key]
+            seen = {r["seed"] for r in old["runs"]}
+            dup = seen & {r["seed"] for r in info["runs"]}
+            if dup:
+                raise ValueError(f"--merge: {key} seed(s) {sorted(dup)} appear in two result "
+                                 "files; merge runs over disjoint seed ranges (--first-seed)")
+            runs = old["runs"] + info["runs"]
+            best = max((old, info), key=lambda r: (r["valid"], -r["seed"]))
+            merged[key] = dict(best, runs=sorted(runs, key=lambda r: r["seed"]))
+    return merged
+
+
+def merge_dirs(dirs: List[str], out_dir: str) -> None:
+    """``--merge``: merge_results over each setup's results_<setup>.json; copies checkpoints."""
+    import shutil
+    os.makedirs(os.path.join(out_dir, "ckpt"), exist_ok=True)
+    for setup in ("single", "joint"):
+        paths = [os.path.join(d, f"results_{setup}.json") for d in dirs]
+        if not any(os.path.exists(p) for p in paths):
+            continue
+        merged = merge_results([load_json(p) for p in paths])
+        for key, info in merged.items():
+            arch, spec = key.split("|")
+            name = f"{setup}_{arch}_{spec.replace(',', '-')}.pt"
+            src = os.path.join(dirs[info.pop("from_part")], "ckpt", name)
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(out_dir, "ckpt", name))
+        with open(os.path.join(out_dir, f"results_{setup}.json"), "w") as f:
+            json.dump(merged, f, indent=1)
+        print(f"merged {len(merged)} {setup} results from {len(dirs)} directories")
 
 
 def load_json(path: str) -> dict:
@@ -453,7 +515,9 @@ def main(argv=None):
     from fairseq_acvi.data.babi import find_task_files, parse_task_list
     os.makedirs(args.out_dir, exist_ok=True)
     tasks = parse_task_list(args.tasks, list(find_task_files(args.data)))
-    if not args.render_only:
+    if args.merge:
+        merge_dirs(args.merge, args.out_dir)
+    elif not args.render_only:
         for setup in args.setups.split(","):
             if setup not in ("single", "joint"):
                 sys.exit(f"--setups: unknown setup {setup!r}")

@@ -4,12 +4,17 @@
 
 Prints medians over ``--repeats`` interleaved repetitions of:
 
+The models are configured as ``recipes/babi.sh`` trains them (δ = 50, adjacent tying, empty
+memory slots in the softmax, no random noise, ``tied`` divergence; options to change each).
+
 1. time per training update of t_memn2n / memn2n (same loop: plugin model + criterion, Adam,
    clipping; target <= 1.05x, the seed reports 1.02x);
 2. evaluation of the test file with S = 10 posterior draws / S = 1 (target <= 1.5x);
-3. the plugin's update through fairseq's own ``Trainer.train_step`` (what ``fairseq-train``
-   runs per update, collation included) / a minimal plain-PyTorch MemN2N written below with the
-   same maths and sizes (target <= 1.5x); the plugin model in a bare loop is shown as well.
+3. the plugin's update through fairseq's own ``Trainer.train_step`` (what ``fairseq-train
+   --optimizer torch_adam`` runs per update, collation included) / a minimal plain-PyTorch
+   MemN2N written below with the same maths and sizes (target <= 1.5x; the test
+   ``tests/test_bench_babi_plain.py`` checks that it computes what the plugin's model computes);
+   the plugin model in a bare loop is shown as well. Every loop steps torch's fused Adam.
 
 ``--joint`` adds the same measurements at a realistic training setting (all 20 tasks jointly,
 δ = 50, random batches of 32, the plain loop on the same collated batches; evaluation on 1000
@@ -34,16 +39,27 @@ DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "babi", "ta
 
 
 class PlainMemN2N(nn.Module):
-    """Minimal MemN2N (PE, TE, layer-wise tying, 3 hops, masked softmax) in plain PyTorch."""
+    """Minimal MemN2N (PE, TE, K hops) in plain PyTorch: the same maths and sizes as the plugin's.
 
-    def __init__(self, vocab, dim=20, hops=3, mem=55, pad=1):
+    tying "layerwise": A, C shared by the hops, separate B and W, attention over the non-empty
+    slots; "adjacent": K + 1 tables E_0..E_K (B = E_0, A^k = E_{k-1}, C^k = E_k, W = E_Kᵀ) with
+    temporal tables tied the same way. attend_empty: the memory_size − n empty slots take part
+    in the softmax with score 0 and no content (the protocol's ``--empty-memories attend``).
+    """
+
+    def __init__(self, vocab, dim=20, hops=3, mem=50, pad=1, tying="layerwise", attend_empty=False):
         super().__init__()
-        self.A, self.B, self.C = (nn.Embedding(vocab, dim, padding_idx=pad) for _ in range(3))
-        self.TA, self.TC = nn.Embedding(mem, dim), nn.Embedding(mem, dim)
-        self.W = nn.Linear(dim, vocab, bias=False)
-        self.hops, self.dim, self.pad = hops, dim, pad
+        n = 3 if tying == "layerwise" else hops + 1
+        self.E = nn.ModuleList(nn.Embedding(vocab, dim, padding_idx=pad) for _ in range(n))
+        self.T = nn.ModuleList(nn.Embedding(mem, dim) for _ in range(2 if tying == "layerwise" else n))
+        self.W = nn.Linear(dim, vocab, bias=False) if tying == "layerwise" else None
+        self.hops, self.dim, self.pad, self.mem = hops, dim, pad, mem
+        self.tying, self.attend_empty = tying, attend_empty
         for p in self.parameters():
             nn.init.normal_(p, std=0.1)
+        with torch.no_grad():
+            for e in self.E:
+                e.weight[pad].zero_()                        # the nil word embeds to 0
 
     def pe(self, tok):
         J = tok.ne(self.pad).sum(-1, keepdim=True).clamp(min=1).float()
@@ -57,13 +73,47 @@ class PlainMemN2N(nn.Module):
         pe_s = self.pe(story)
         mask = story.ne(self.pad).any(-1)
         t = torch.arange(M).expand(B, M)
-        m = (self.A(story) * pe_s).sum(-2) + self.TA(t)
-        c = (self.C(story) * pe_s).sum(-2) + self.TC(t)
-        u = (self.B(query) * self.pe(query)).sum(-2)
-        for _ in range(self.hops):
-            p = torch.softmax((m @ u.unsqueeze(-1)).squeeze(-1).masked_fill(~mask, -1e9), -1)
-            u = u + (p.unsqueeze(1) @ c).squeeze(1)
-        return torch.log_softmax(self.W(u), -1)
+
+        def mem(E, T):
+            return (E(story) * pe_s).sum(-2) + T(t)
+
+        if self.tying == "layerwise":
+            u = (self.E[1](query) * self.pe(query)).sum(-2)
+            m, c = mem(self.E[0], self.T[0]), mem(self.E[2], self.T[1])
+            ms, cs = [m] * self.hops, [c] * self.hops
+        else:
+            u = (self.E[0](query) * self.pe(query)).sum(-2)
+            e = [mem(self.E[k], self.T[k]) for k in range(self.hops + 1)]
+            ms, cs = e[:-1], e[1:]
+        null = torch.log((self.mem - mask.sum(-1)).float()).unsqueeze(-1)
+        for k in range(self.hops):
+            s = (ms[k] @ u.unsqueeze(-1)).squeeze(-1).masked_fill(~mask, -1e9)
+            if self.attend_empty:
+                p = torch.softmax(torch.cat([s, null], -1), -1)[:, :-1]
+            else:
+                p = torch.softmax(s, -1)
+            u = u + (p.unsqueeze(1) @ cs[k]).squeeze(1)
+        logits = self.W(u) if self.W is not None else u @ self.E[-1].weight.t()
+        return torch.log_softmax(logits, -1)
+
+
+def plain_from_plugin(model) -> PlainMemN2N:
+    """A PlainMemN2N holding a plugin ``memn2n`` model's weights (to check they compute the same)."""
+    cfg = model.cfg
+    plain = PlainMemN2N(model.vocab, dim=model.dim, hops=model.hops, mem=model.memory_size,
+                        pad=model.pad, tying=model.tying, attend_empty=model.attend_empty)
+    names = model.embedding_names()
+    if model.tying == "layerwise":
+        names = ["A", "B", "C"]
+    with torch.no_grad():
+        for e, n in zip(plain.E, names):
+            e.weight.copy_(model.emb[n] * model.keep)
+        for t, w in zip(plain.T, model.temporal):
+            t.weight.copy_(w[:model.memory_size])
+        if plain.W is not None:
+            plain.W.weight.copy_(model.out_proj.weight)
+    assert cfg.position_encoding and cfg.temporal_encoding
+    return plain
 
 
 def median_ms(fn, n):
@@ -73,7 +123,7 @@ def median_ms(fn, n):
     return 1000 * (time.perf_counter() - t) / n
 
 
-def measure(args, babi_tasks, embed_dim=20, batch_size=None, random_batches=False,
+def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=False,
             eval_questions=None):
     """Medians (ms) of the seven timings for one setting; prints them with the ratios.
 
@@ -109,6 +159,10 @@ def measure(args, babi_tasks, embed_dim=20, batch_size=None, random_batches=Fals
     if eval_questions and eval_questions < len(te):
         test_ids = test_ids[::len(te) // eval_questions][:eval_questions]
 
+    def make_opt(model):
+        """Every loop steps the same optimizer: torch's fused Adam, what --optimizer torch_adam runs."""
+        return torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.0, fused=True)
+
     def loop(model, crit, opt):
         state = {"i": 0}
 
@@ -123,15 +177,20 @@ def measure(args, babi_tasks, embed_dim=20, batch_size=None, random_batches=Fals
         return step
 
     torch.manual_seed(0)
-    mem = MemN2NModel.build_model(MemN2NConfig(embed_dim=embed_dim), task).train()
-    tm = TMemN2NModel.build_model(TMemN2NConfig(embed_dim=embed_dim), task).train()
-    step_m = loop(mem, QACrossEntropyCriterion(task), torch.optim.Adam(mem.parameters(), lr=0.01, foreach=True))
-    step_t = loop(tm, TDivergenceCriterion(task, "seed"), torch.optim.Adam(tm.parameters(), lr=0.01, foreach=True))
+    model_opts = dict(embed_dim=embed_dim, tying=args.tying, empty_memories=args.empty_memories,
+                      random_noise=args.random_noise)
+    mem = MemN2NModel.build_model(MemN2NConfig(**model_opts), task).train()
+    tm = TMemN2NModel.build_model(TMemN2NConfig(**model_opts), task).train()
+    step_m = loop(mem, QACrossEntropyCriterion(task), make_opt(mem))
+    step_t = loop(tm, TDivergenceCriterion(task, args.t_divergence, 0.001),
+                  make_opt(tm))
     step_t_exact = loop(tm, TDivergenceCriterion(task, "exact"),
-                        torch.optim.Adam(tm.parameters(), lr=0.01, foreach=True))
+                        make_opt(tm))
 
-    plain = PlainMemN2N(len(task.dictionary), dim=embed_dim, mem=55, pad=task.dictionary.pad())
-    popt = torch.optim.Adam(plain.parameters(), lr=0.01, foreach=True)
+    plain = PlainMemN2N(len(task.dictionary), dim=embed_dim, mem=task.cfg.memory_size,
+                        pad=task.dictionary.pad(), tying=args.tying,
+                        attend_empty=args.empty_memories == "attend")
+    popt = make_opt(plain)
     story, query, answer = tr.tensors["story"], tr.tensors["query"], tr.tensors["answer"]
     pstate = {"i": 0}
 
@@ -155,8 +214,10 @@ def measure(args, babi_tasks, embed_dim=20, batch_size=None, random_batches=Fals
     fargs = options.parse_args_and_arch(parser, [
         args.data, "--user-dir", os.path.join(REPO, "fairseq_acvi"), "--task", "babi_qa",
         "--babi-tasks", babi_tasks, "--arch", "memn2n", "--embed-dim", str(embed_dim),
+        "--tying", args.tying, "--empty-memories", args.empty_memories,
+        "--random-noise", str(args.random_noise),
         "--criterion", "qa_cross_entropy",
-        "--optimizer", "adam", "--lr", "0.01", "--clip-norm", "40", "--batch-size", str(bs),
+        "--optimizer", args.fairseq_optimizer, "--lr", "0.01", "--clip-norm", "40", "--batch-size", str(bs),
         "--cpu", "--required-batch-size-multiple", "1", "--no-progress-bar"])
     cfg = convert_namespace_to_omegaconf(fargs)
     ftask = ftasks.setup_task(cfg.task)
@@ -198,7 +259,10 @@ def measure(args, babi_tasks, embed_dim=20, batch_size=None, random_batches=Fals
         tm.train()
     med = {k: statistics.median(v) for k, v in timings.items()}
     print(f"bAbI task(s) {babi_tasks}: {len(tr)} train, batch {bs}"
-          f"{' (random)' if random_batches else ''}, V={len(task.dictionary)}, d={embed_dim}; "
+          f"{' (random)' if random_batches else ''}, V={len(task.dictionary)}, d={embed_dim}, "
+          f"{args.tying} tying, empty memories {args.empty_memories}, random noise "
+          f"{args.random_noise}, t-divergence {args.t_divergence}, fairseq --optimizer "
+          f"{args.fairseq_optimizer}; "
           f"medians of {args.repeats} interleaved repeats ({args.updates} updates each); "
           f"torch threads {args.threads}")
     for k, v in med.items():
@@ -206,7 +270,7 @@ def measure(args, babi_tasks, embed_dim=20, batch_size=None, random_batches=Fals
                 else "ms per update")
         print(f"  {k:16s} {v:8.2f} {unit}")
     print("ratios (target):")
-    print(f"  t_memn2n / memn2n per update (seed divergence)   {med['t_memn2n'] / med['memn2n']:.2f}x  (<= 1.05)")
+    print(f"  t_memn2n / memn2n per update ({args.t_divergence + ' divergence):':18s} {med['t_memn2n'] / med['memn2n']:.2f}x  (<= 1.05)")
     print(f"  t_memn2n / memn2n per update (exact divergence)  {med['t_memn2n_exact'] / med['memn2n']:.2f}x")
     print(f"  evaluation S=10 / S=1                            {med['eval_S10'] / med['eval_S1']:.2f}x  (<= 1.5)")
     print(f"  fairseq Trainer.train_step / plain PyTorch loop  {med['fairseq'] / med['plain']:.2f}x  (<= 1.5)")
@@ -222,6 +286,14 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--updates", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--fairseq-optimizer", default="torch_adam", choices=["torch_adam", "adam"],
+                    help="the fairseq path's --optimizer (adam: fairseq's own per-tensor loop)")
+    ap.add_argument("--embed-dim", type=int, default=50, help="δ of the single-task measurement")
+    ap.add_argument("--tying", default="adjacent", choices=["layerwise", "adjacent"])
+    ap.add_argument("--empty-memories", default="attend", choices=["mask", "attend"])
+    ap.add_argument("--random-noise", type=float, default=0.0)
+    ap.add_argument("--t-divergence", default="tied", choices=["seed", "tied"],
+                    help="the t_memn2n column's divergence (exact is always measured too)")
     ap.add_argument("--joint", action="store_true",
                     help="also measure the realistic joint setting: all 20 tasks, d = 50, "
                          "random batches of 32, 1000 strided test questions")
@@ -231,7 +303,7 @@ def main():
     import fairseq_acvi  # noqa: F401
 
     if not args.joint_only:
-        measure(args, args.task)
+        measure(args, args.task, embed_dim=args.embed_dim)
     if args.joint or args.joint_only:
         measure(args, "all", embed_dim=50, batch_size=32, random_batches=True, eval_questions=1000)
 

@@ -1,11 +1,11 @@
 """fairseq-acvi: latent-variable attention for fairseq (``--user-dir fairseq_acvi``).
 
 Importing the package makes fairseq checkpoints loadable under torch's weights-only loading
-(:mod:`fairseq_acvi.compat`) and registers every model, criterion and task of the plugin.
+(:mod:`fairseq_acvi.compat`) and registers every model, criterion, task and optimizer of the plugin.
 """
 from fairseq_acvi import compat  # noqa: F401  (must run before any checkpoint is loaded)
 from fairseq_acvi import modules  # noqa: F401
 from fairseq_acvi.modules import context  # noqa: F401
-from fairseq_acvi import criterions, models, tasks  # noqa: F401
+from fairseq_acvi import criterions, models, optim, tasks  # noqa: F401
 
 __version__ = "0.1.0"

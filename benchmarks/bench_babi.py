@@ -243,7 +243,22 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         return run
 
     eval1, eval10 = evaluate(1), evaluate(10)
-    timings = {k: [] for k in ("memn2n", "t_memn2n", "t_memn2n_exact", "plain", "fairseq", "eval_S1", "eval_S10")}
+
+    # the optimizer step alone, on copies of the memn2n parameters with gradients:
+    # fairseq's own Adam (a per-tensor Python loop without apex) against torch_adam's fused kernel
+    from fairseq.optim.adam import Adam as FairseqAdamLoop
+
+    def opt_step(kind):
+        ps = [nn.Parameter(p.detach().clone()) for p in mem.parameters()]
+        for p in ps:
+            p.grad = torch.randn_like(p)
+        opt = (FairseqAdamLoop(ps, lr=0.01) if kind == "fairseq" else
+               torch.optim.AdamW(ps, lr=0.01, weight_decay=0.0, fused=True))
+        return opt.step
+
+    adam_fairseq, adam_fused = opt_step("fairseq"), opt_step("fused")
+    timings = {k: [] for k in ("memn2n", "t_memn2n", "t_memn2n_exact", "plain", "fairseq",
+                               "eval_S1", "eval_S10", "adam_fairseq", "adam_fused")}
     for fn in (step_m, step_t, step_t_exact, step_plain, step_fairseq):   # warm-up
         for _ in range(5):
             fn()
@@ -256,6 +271,8 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         timings["fairseq"].append(median_ms(step_fairseq, args.updates))
         timings["eval_S1"].append(median_ms(eval1, 1))
         timings["eval_S10"].append(median_ms(eval10, 1))
+        timings["adam_fairseq"].append(median_ms(adam_fairseq, args.updates))
+        timings["adam_fused"].append(median_ms(adam_fused, args.updates))
         tm.train()
     med = {k: statistics.median(v) for k, v in timings.items()}
     print(f"bAbI task(s) {babi_tasks}: {len(tr)} train, batch {bs}"
@@ -267,6 +284,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
           f"torch threads {args.threads}")
     for k, v in med.items():
         unit = (f"ms per test pass ({len(test_ids)} q, batches of 32)" if k.startswith("eval")
+                else "ms per optimizer step (memn2n parameters)" if k.startswith("adam")
                 else "ms per update")
         print(f"  {k:16s} {v:8.2f} {unit}")
     print("ratios (target):")
@@ -276,6 +294,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     print(f"  fairseq Trainer.train_step / plain PyTorch loop  {med['fairseq'] / med['plain']:.2f}x  (<= 1.5)")
     print(f"  plugin model in a bare loop / plain PyTorch loop {med['memn2n'] / med['plain']:.2f}x")
     print(f"  fairseq Trainer.train_step - plugin bare loop    {med['fairseq'] - med['memn2n']:.2f} ms per update")
+    print(f"  Adam step: fairseq adam / torch_adam (fused)     {med['adam_fairseq'] / med['adam_fused']:.2f}x")
     return med
 
 

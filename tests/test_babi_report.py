@@ -113,7 +113,8 @@ def test_more_seeds_then_merge_equals_one_best_of_n(tmp_path, shared_data):
     ck_one = torch.load(tmp_path / "all" / "ckpt" / "single_memn2n_2.pt")
     ck_merged = torch.load(tmp_path / "m" / "ckpt" / "single_memn2n_2.pt")
     assert all(torch.equal(ck_one[k], ck_merged[k]) for k in ck_one)
-    assert "MemN2N" in (tmp_path / "m" / "babi_report.md").read_text()
+    md = (tmp_path / "m" / "babi_report.md").read_text()
+    assert "MemN2N: best of 3 runs per task by validation (seeds 1-3), δ 6" in md
 
 
 def test_merge_results_picks_best_and_refuses_overlapping_seeds():
@@ -130,3 +131,34 @@ def test_merge_results_picks_best_and_refuses_overlapping_seeds():
     assert [r["seed"] for r in m["m|1"]["runs"]] == [1, 2, 3, 4]
     with pytest.raises(ValueError, match="seed\\(s\\) \\[2\\]"):
         babi_report.merge_results([a, {"m|1": info([(2, 95.0)], "c")}])
+
+
+@pytest.mark.parametrize("arch", ["memn2n", "t_memn2n"])
+@pytest.mark.parametrize("tying,noise", [("adjacent", 0.0), ("layerwise", 0.1), ("layerwise", 0.0)])
+def test_saved_models_are_rebuilt_with_their_own_options(shared_data, arch, tying, noise):
+    """--render-only / --merge rebuild each chosen model from its checkpoint even when the
+    command line's --embed-dim / --tying / --random-noise differ from the run's."""
+    import argparse
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    args = babi_report.build_parser().parse_args(["--data", str(folder)])
+    task = babi_report.make_task(str(folder), "1")
+    trained = copy_args(args, embed_dim=7, tying=tying, random_noise=noise)
+    model, _ = babi_report.make_model(task, arch, trained)
+    state = model.state_dict()
+    other = copy_args(args, embed_dim=20, tying="adjacent" if tying == "layerwise" else "layerwise",
+                      random_noise=0.1 if noise == 0 else 0.0)
+    rebuilt = babi_report.args_from_state(other, state, task.cfg.memory_size)
+    assert (rebuilt.embed_dim, rebuilt.tying) == (7, tying)
+    assert rebuilt.random_noise == pytest.approx(noise)
+    babi_report.make_model(task, arch, rebuilt)[0].load_state_dict(state)       # fits
+    with pytest.raises(RuntimeError):
+        babi_report.make_model(task, arch, other)[0].load_state_dict(state)     # the trap it avoids
+    assert isinstance(rebuilt, argparse.Namespace)
+
+
+def copy_args(args, **kw):
+    import copy
+    new = copy.copy(args)
+    for k, v in kw.items():
+        setattr(new, k, v)
+    return new

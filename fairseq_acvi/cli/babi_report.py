@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "ranges (each DIR an earlier --out-dir) into --out-dir, keeping per "
                         "model and task the best run by validation (ties: the lower seed), as "
                         "one best-of-(N1 + N2 + ...) run would have; copies the chosen "
-                        "checkpoints and renders the report")
+                        "checkpoints and renders the report (each model rebuilt with its own δ, "
+                        "tying and random noise, read from its weights; --empty-memories and "
+                        "--hops from this command line)")
     p.add_argument("--t-seeds", type=int, default=None,
                    help="runs for t_memn2n (default: --seeds)")
     p.add_argument("--joint-seeds", type=int, default=None,
@@ -426,6 +428,25 @@ def chart(out_dir: str, results: dict, published: dict, setup: str) -> Optional[
     return name
 
 
+def args_from_state(args, state: Dict[str, torch.Tensor], memory_size: int):
+    """The options a saved single-task model was built with, as far as its weights tell them:
+    δ (the tables' width), the tying (layer-wise models have ``out_proj``) and whether random
+    noise was on (the temporal tables have rows beyond the memory size); the rest (hops, empty
+    memories) from ``args``. So a report re-rendered or merged with other options still rebuilds
+    each chosen model as it was trained."""
+    run_args = copy.copy(args)
+    run_args.embed_dim = next(v.shape[-1] for k, v in state.items()
+                              if k.startswith(("emb.", "posterior.mu")))
+    run_args.t_embed_dim = None
+    run_args.tying = "layerwise" if "out_proj.weight" in state else "adjacent"
+    extra_rows = state["temporal.0"].shape[0] - memory_size
+    if extra_rows <= 0:
+        run_args.random_noise = 0.0
+    elif math.ceil(args.random_noise * memory_size) != extra_rows:
+        run_args.random_noise = extra_rows / memory_size
+    return run_args
+
+
 def attention_section(args) -> List[str]:
     """Per-hop most-attended fact of each model for the chosen test questions."""
     lines = []
@@ -450,12 +471,13 @@ def attention_section(args) -> List[str]:
                   "| model | predicted | hop 1 | hop 2 | hop 3 |", "|---|---|---|---|---|"]
         for arch, samples in [("memn2n", None), ("t_memn2n", 1), ("t_memn2n", 10)]:
             state = torch.load(paths[arch], weights_only=True)
-            run_args = copy.copy(args)       # the single-task runs' δ, whatever --embed-dim is now
-            run_args.embed_dim = next(v.shape[-1] for k, v in state.items()
-                                      if k.startswith(("emb.", "posterior.mu")))
-            run_args.t_embed_dim = None
-            model, _ = make_model(task, arch, run_args)
-            model.load_state_dict(state)
+            model, _ = make_model(task, arch, args_from_state(args, state, task.cfg.memory_size))
+            try:
+                model.load_state_dict(state)
+            except RuntimeError as e:
+                raise ValueError(f"{paths[arch]} does not fit the model options given "
+                                 f"(--hops {args.hops}); pass the options its run was trained "
+                                 f"with: {e}") from e
             model.eval()
             if samples is not None:
                 model.set_mc_samples(samples)
@@ -475,6 +497,23 @@ def attention_section(args) -> List[str]:
     return lines
 
 
+def runs_line(results: dict) -> str:
+    """What the results themselves say about their protocol (true also for --merge and
+    --render-only, whose command-line options need not be the runs'): per model, runs per task,
+    seed range and δ."""
+    parts = []
+    for arch, label in (("memn2n", "MemN2N"), ("t_memn2n", "t-MEM-NN")):
+        infos = [v for k, v in results.items() if k.split("|")[0] == arch]
+        if not infos:
+            continue
+        n = sorted({len(v.get("runs", [])) for v in infos})
+        seeds = [r["seed"] for v in infos for r in v.get("runs", [])]
+        dims = sorted({v.get("embed_dim") for v in infos if v.get("embed_dim")})
+        parts.append(f"{label}: best of {'/'.join(map(str, n))} runs per task by validation "
+                     f"(seeds {min(seeds)}-{max(seeds)}), δ {'/'.join(map(str, dims)) or '?'}")
+    return "From the results: " + "; ".join(parts) + "."
+
+
 def render(args):
     out = ["# bAbI report (en-1k style; METHOD.md §4-5)", "",
            f"Data: `{os.path.basename(os.path.normpath(args.data))}`; optimizer {args.optimizer}, lr {args.lr} (halved every "
@@ -492,7 +531,7 @@ def render(args):
         res = load_json(os.path.join(args.out_dir, f"results_{setup}.json"))
         if not res:
             continue
-        out += [f"## {title}", ""] + table(setup, res, pub) + [""]
+        out += [f"## {title}", "", runs_line(res), ""] + table(setup, res, pub) + [""]
         png = chart(args.out_dir, res, pub, setup)
         if png:
             out += [f"![accuracy]({png})", ""]

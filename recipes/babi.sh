@@ -26,6 +26,11 @@
 # about 2.5 h in one process on an idle CPU core (measured 2026-11-23: 10-39 s per single-task run,
 # ~20 min per joint run). To use two cores, run SETUPS=single with TASKS=1,3,...,19 and
 # TASKS=2,4,...,20 in two shells with different OUT_DIRs, and SETUPS=joint in one of them.
+# More seeds later, without retraining the first ten: EXTRA="--first-seed 11" OUT_DIR=runs/babi_11
+# trains seeds 11-20; then
+#   python -m fairseq_acvi.cli.babi_report --data $BABI_DATA --empty-memories attend \
+#     --merge runs/babi runs/babi_11 --out-dir runs/babi_20
+# keeps per model and task the run a best-of-20 would keep (benchmarks/babi_RESULTS.md: best of 20).
 #
 # One model through the stock CLIs instead (what tests/test_memn2n.py does):
 #   fairseq-train $BABI_DATA --user-dir fairseq_acvi --task babi_qa --babi-tasks 1 \

@@ -162,3 +162,23 @@ def copy_args(args, **kw):
     for k, v in kw.items():
         setattr(new, k, v)
     return new
+
+
+def test_validation_leaves_the_training_random_stream_alone(shared_data):
+    """Evaluating between epochs must not reseed the global RNG: it once did (manual_seed(0)
+    in predict), so every epoch after the first validation replayed the same batch order and,
+    for t-MEM-NN, the same escort draws. The draws themselves stay reproducible."""
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    args = babi_report.build_parser().parse_args(["--data", str(folder), "--embed-dim", "6"])
+    task = babi_report.make_task(str(folder), "1")
+    model, _ = babi_report.make_model(task, "t_memn2n", args)
+    va = task.datasets["valid"]
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = babi_report.predict(model, va, samples=3)
+    assert torch.equal(torch.get_rng_state(), state)
+    order_a = torch.randperm(900)
+    babi_report.predict(model, va, samples=3)
+    order_b = torch.randperm(900)
+    assert not torch.equal(order_a, order_b)                 # the stream moved on
+    assert torch.equal(babi_report.predict(model, va, samples=3), first)   # seeded draws

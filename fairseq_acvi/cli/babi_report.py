@@ -155,15 +155,20 @@ def make_model(task, arch: str, args):
 
 @torch.no_grad()
 def predict(model, dataset, samples: Optional[int] = None, batch: int = 500, seed: int = 0):
-    """Argmax answers (N,) over a BabiDataset; t-MEM-NN with ``samples`` draws (0 = mean)."""
+    """Argmax answers (N,) over a BabiDataset; t-MEM-NN with ``samples`` draws (0 = mean).
+
+    The posterior draws use their own seeded stream (``seed``) in a forked RNG, so evaluating
+    between epochs leaves the training run's random stream (batch order, escort draws) as it was.
+    """
     model.eval()
     if samples is not None:
         model.set_mc_samples(samples)
-    torch.manual_seed(seed)
     preds = []
-    for idx in torch.arange(len(dataset)).split(batch):
-        s = dataset.batch(idx)
-        preds.append(model(**s["net_input"])[0].argmax(-1))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for idx in torch.arange(len(dataset)).split(batch):
+            s = dataset.batch(idx)
+            preds.append(model(**s["net_input"])[0].argmax(-1))
     return torch.cat(preds)
 
 

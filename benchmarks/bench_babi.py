@@ -99,20 +99,16 @@ class PlainMemN2N(nn.Module):
 
 def plain_from_plugin(model) -> PlainMemN2N:
     """A PlainMemN2N holding a plugin ``memn2n`` model's weights (to check they compute the same)."""
-    cfg = model.cfg
+    assert model.position_encoding and model.temporal_encoding
     plain = PlainMemN2N(model.vocab, dim=model.dim, hops=model.hops, mem=model.memory_size,
                         pad=model.pad, tying=model.tying, attend_empty=model.attend_empty)
-    names = model.embedding_names()
-    if model.tying == "layerwise":
-        names = ["A", "B", "C"]
     with torch.no_grad():
-        for e, n in zip(plain.E, names):
+        for e, n in zip(plain.E, model.embedding_names()):     # A, B, C or E_0..E_K
             e.weight.copy_(model.emb[n] * model.keep)
         for t, w in zip(plain.T, model.temporal):
             t.weight.copy_(w[:model.memory_size])
         if plain.W is not None:
             plain.W.weight.copy_(model.out_proj.weight)
-    assert cfg.position_encoding and cfg.temporal_encoding
     return plain
 
 
@@ -159,9 +155,9 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     if eval_questions and eval_questions < len(te):
         test_ids = test_ids[::len(te) // eval_questions][:eval_questions]
 
-    def make_opt(model):
+    def make_opt(params):
         """Every loop steps the same optimizer: torch's fused Adam, what --optimizer torch_adam runs."""
-        return torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.0, fused=True)
+        return torch.optim.AdamW(params, lr=0.01, weight_decay=0.0, fused=True)
 
     def loop(model, crit, opt):
         state = {"i": 0}
@@ -181,16 +177,16 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
                       random_noise=args.random_noise)
     mem = MemN2NModel.build_model(MemN2NConfig(**model_opts), task).train()
     tm = TMemN2NModel.build_model(TMemN2NConfig(**model_opts), task).train()
-    step_m = loop(mem, QACrossEntropyCriterion(task), make_opt(mem))
+    step_m = loop(mem, QACrossEntropyCriterion(task), make_opt(mem.parameters()))
     step_t = loop(tm, TDivergenceCriterion(task, args.t_divergence, 0.001),
-                  make_opt(tm))
+                  make_opt(tm.parameters()))
     step_t_exact = loop(tm, TDivergenceCriterion(task, "exact"),
-                        make_opt(tm))
+                        make_opt(tm.parameters()))
 
     plain = PlainMemN2N(len(task.dictionary), dim=embed_dim, mem=task.cfg.memory_size,
                         pad=task.dictionary.pad(), tying=args.tying,
                         attend_empty=args.empty_memories == "attend")
-    popt = make_opt(plain)
+    popt = make_opt(plain.parameters())
     story, query, answer = tr.tensors["story"], tr.tensors["query"], tr.tensors["answer"]
     pstate = {"i": 0}
 
@@ -252,8 +248,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         ps = [nn.Parameter(p.detach().clone()) for p in mem.parameters()]
         for p in ps:
             p.grad = torch.randn_like(p)
-        opt = (FairseqAdamLoop(ps, lr=0.01) if kind == "fairseq" else
-               torch.optim.AdamW(ps, lr=0.01, weight_decay=0.0, fused=True))
+        opt = FairseqAdamLoop(ps, lr=0.01) if kind == "fairseq" else make_opt(ps)
         return opt.step
 
     adam_fairseq, adam_fused = opt_step("fairseq"), opt_step("fused")

@@ -265,8 +265,7 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
             n_seeds = args.t_seeds if arch == "t_memn2n" and args.t_seeds else args.seeds
             if setup == "joint" and args.joint_seeds:
                 n_seeds = args.joint_seeds
-            first = getattr(args, "first_seed", 1)
-            for seed in range(first, first + n_seeds):
+            for seed in range(args.first_seed, args.first_seed + n_seeds):
                 if setup == "single":
                     model, info = train_run(task, arch, seed, args.epochs, args.anneal_every, args,
                                             batches_per_epoch=args.batches_per_epoch)
@@ -285,13 +284,18 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
             info["runs"] = [{k: v for k, v in r[3].items() if k != "test"} for r in runs]
             os.makedirs(os.path.join(args.out_dir, "ckpt"), exist_ok=True)
             torch.save(model.state_dict(), os.path.join(args.out_dir, "ckpt",
-                                                        f"{setup}_{arch}_{spec.replace(',', '-')}.pt"))
+                                                        ckpt_name(setup, arch, spec)))
             print(f"[{setup}] {arch} tasks {spec}: test {info['test']}", flush=True)
             results = load_json(results_path)
             results[key] = info
             with open(results_path + ".tmp", "w") as f:
                 json.dump(results, f, indent=1)
             os.replace(results_path + ".tmp", results_path)
+
+
+def ckpt_name(setup: str, arch: str, spec: str) -> str:
+    """File name (under OUT/ckpt) of the chosen run's state dict, e.g. single_memn2n_3.pt."""
+    return f"{setup}_{arch}_{spec.replace(',', '-')}.pt"
 
 
 def merge_results(parts: List[dict]) -> Dict[str, dict]:
@@ -333,7 +337,7 @@ def merge_dirs(dirs: List[str], out_dir: str) -> None:
         merged = merge_results([load_json(p) for p in paths])
         for key, info in merged.items():
             arch, spec = key.split("|")
-            name = f"{setup}_{arch}_{spec.replace(',', '-')}.pt"
+            name = ckpt_name(setup, arch, spec)
             src = os.path.join(dirs[info.pop("from_part")], "ckpt", name)
             if os.path.exists(src):
                 shutil.copyfile(src, os.path.join(out_dir, "ckpt", name))
@@ -458,7 +462,7 @@ def attention_section(args) -> List[str]:
     for item in [x for x in args.attention.split(",") if x]:
         t, q = (int(v) for v in item.split(":"))
         spec = str(t)
-        paths = {a: os.path.join(args.out_dir, "ckpt", f"single_{a}_{spec}.pt")
+        paths = {a: os.path.join(args.out_dir, "ckpt", ckpt_name("single", a, spec))
                  for a in ("memn2n", "t_memn2n")}
         if not all(os.path.exists(p) for p in paths.values()):
             continue

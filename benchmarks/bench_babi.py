@@ -177,9 +177,14 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
                       random_noise=args.random_noise)
     mem = MemN2NModel.build_model(MemN2NConfig(**model_opts), task).train()
     tm = TMemN2NModel.build_model(TMemN2NConfig(**model_opts), task).train()
+    other = "polar" if tm.posterior.sampler == "gamma" else "gamma"
+    tm_other = TMemN2NModel.build_model(TMemN2NConfig(escort_sampler=other, **model_opts),
+                                        task).train()
     step_m = loop(mem, QACrossEntropyCriterion(task), make_opt(mem.parameters()))
     step_t = loop(tm, TDivergenceCriterion(task, args.t_divergence, 0.001),
                   make_opt(tm.parameters()))
+    step_t_other = loop(tm_other, TDivergenceCriterion(task, args.t_divergence, 0.001),
+                        make_opt(tm_other.parameters()))
     step_t_exact = loop(tm, TDivergenceCriterion(task, "exact"),
                         make_opt(tm.parameters()))
 
@@ -252,15 +257,17 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         return opt.step
 
     adam_fairseq, adam_fused = opt_step("fairseq"), opt_step("fused")
-    timings = {k: [] for k in ("memn2n", "t_memn2n", "t_memn2n_exact", "plain", "fairseq",
+    t_other = f"t_memn2n_{other}"
+    timings = {k: [] for k in ("memn2n", "t_memn2n", t_other, "t_memn2n_exact", "plain", "fairseq",
                                "eval_S1", "eval_S10", "adam_fairseq", "adam_fused")}
-    for fn in (step_m, step_t, step_t_exact, step_plain, step_fairseq):   # warm-up
+    for fn in (step_m, step_t, step_t_other, step_t_exact, step_plain, step_fairseq):   # warm-up
         for _ in range(5):
             fn()
     for r in range(args.repeats):
         tm.train()
         timings["memn2n"].append(median_ms(step_m, args.updates))
         timings["t_memn2n"].append(median_ms(step_t, args.updates))
+        timings[t_other].append(median_ms(step_t_other, args.updates))
         timings["t_memn2n_exact"].append(median_ms(step_t_exact, args.updates))
         timings["plain"].append(median_ms(step_plain, args.updates))
         timings["fairseq"].append(median_ms(step_fairseq, args.updates))
@@ -273,7 +280,8 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     print(f"bAbI task(s) {babi_tasks}: {len(tr)} train, batch {bs}"
           f"{' (random)' if random_batches else ''}, V={len(task.dictionary)}, d={embed_dim}, "
           f"{args.tying} tying, empty memories {args.empty_memories}, random noise "
-          f"{args.random_noise}, t-divergence {args.t_divergence}, fairseq --optimizer "
+          f"{args.random_noise}, t-divergence {args.t_divergence}, escort sampler "
+          f"{tm.posterior.sampler} (t_memn2n_{other}: the other one), fairseq --optimizer "
           f"{args.fairseq_optimizer}; "
           f"medians of {args.repeats} interleaved repeats ({args.updates} updates each); "
           f"torch threads {args.threads}")
@@ -284,6 +292,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         print(f"  {k:16s} {v:8.2f} {unit}")
     print("ratios (target):")
     print(f"  t_memn2n / memn2n per update ({args.t_divergence + ' divergence):':18s} {med['t_memn2n'] / med['memn2n']:.2f}x  (<= 1.05)")
+    print(f"  {t_other} / memn2n per update               {med[t_other] / med['memn2n']:.2f}x")
     print(f"  t_memn2n / memn2n per update (exact divergence)  {med['t_memn2n_exact'] / med['memn2n']:.2f}x")
     print(f"  evaluation S=10 / S=1                            {med['eval_S10'] / med['eval_S1']:.2f}x  (<= 1.5)")
     print(f"  fairseq Trainer.train_step / plain PyTorch loop  {med['fairseq'] / med['plain']:.2f}x  (<= 1.5)")

@@ -1,7 +1,9 @@
 """fairseq-acvi: latent-variable attention for fairseq (``--user-dir fairseq_acvi``).
 
 Importing the package makes fairseq checkpoints loadable under torch's weights-only loading
-(:mod:`fairseq_acvi.compat`) and registers every model, criterion, task and optimizer of the plugin.
+(:mod:`fairseq_acvi.compat`, which also keeps fairseq from dropping remainder batches and makes
+its per-update reseeding cheap on CPU) and registers every model, criterion, task and optimizer
+of the plugin.
 """
 from fairseq_acvi import compat  # noqa: F401  (must run before any checkpoint is loaded)
 from fairseq_acvi import modules  # noqa: F401

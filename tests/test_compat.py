@@ -34,3 +34,47 @@ def test_batching_keeps_every_example():
         flat = np.concatenate(batches)
         assert sorted(flat.tolist()) == list(range(1003))
         assert all(len(b) % 8 == 0 for b in batches[:-1])
+
+
+def test_cpu_reseeding_gives_torch_manual_seed_stream_without_stack_captures(monkeypatch):
+    """fairseq's per-update ``utils.set_torch_seed`` (wrapped by the plugin): the same random
+    stream as ``torch.manual_seed``, the previous state restored on exit, and no
+    ``traceback.format_stack`` call (what made it cost 0.3-0.7 ms per update on CPU)."""
+    import traceback
+
+    from fairseq import utils
+    from fairseq_acvi import compat
+
+    assert getattr(utils.set_torch_seed, "_acvi_cheap_cpu_reseeding", False)
+    monkeypatch.setattr(compat, "_NO_ACCELERATOR", None)
+    if not compat._no_accelerator():
+        import pytest
+        pytest.skip("an accelerator is present: fairseq's own seeding runs")
+    torch.manual_seed(123)
+    want = torch.rand(5)
+    torch.manual_seed(7)
+    torch.rand(3)
+    want_after = torch.rand(3)
+    calls = []
+    real = traceback.format_stack
+    monkeypatch.setattr(traceback, "format_stack", lambda *a, **k: calls.append(1) or real(*a, **k))
+    torch.manual_seed(7)
+    torch.rand(3)
+    calls.clear()
+    with utils.set_torch_seed(123):
+        got = torch.rand(5)
+    assert calls == []
+    assert torch.equal(got, want)
+    assert torch.equal(torch.rand(3), want_after)   # the stream resumes where it was
+    torch.manual_seed(5)              # control: torch's own seeding does capture stacks here
+    assert calls != []
+
+def test_reseeding_defers_to_fairseq_when_an_accelerator_is_present(monkeypatch):
+    from fairseq import utils
+    from fairseq_acvi import compat
+
+    seen = []
+    monkeypatch.setattr(compat, "_NO_ACCELERATOR", False)
+    monkeypatch.setattr(torch, "manual_seed", lambda s: seen.append(s))
+    utils.set_torch_seed(11)
+    assert seen == [11]

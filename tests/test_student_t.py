@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_acvi.modules.student_t import (StudentTMatrices, sample_escort, t_divergence,
-                                            t_divergence_exact, t_divergence_seed)
+from fairseq_acvi.modules.student_t import (SAMPLERS, StudentTMatrices, _polar_forward,
+                                            _polar_nu_weight, polar_noise, sample_escort,
+                                            t_divergence, t_divergence_exact, t_divergence_seed)
 
 
 def t_logpdf(x, mu, scale, nu):
@@ -118,13 +119,15 @@ def test_tied_and_dispatch_and_float32():
         t_divergence(mu, sigma, nu, 10.0, "kl")
 
 
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("nu,sigma", [(0.5, 0.7), (5.0, 0.7), (100.0, 2.0)])
-def test_escort_samples_have_the_escort_distribution(nu, sigma):
+def test_escort_samples_have_the_escort_distribution(nu, sigma, sampler):
     """Var of q̃ = t(μ, ν/(ν+2)σ², ν+2) is ν/(ν+2)·σ²·(ν+2)/ν = σ²; median |x−μ| as a check on shape."""
     torch.manual_seed(0)
     n = 400_000
     mu = torch.full((n,), 1.5, dtype=torch.float64)
-    x = sample_escort(mu, torch.full((n,), sigma, dtype=torch.float64), torch.tensor(nu, dtype=torch.float64))
+    x = sample_escort(mu, torch.full((n,), sigma, dtype=torch.float64),
+                      torch.tensor(nu, dtype=torch.float64), sampler=sampler)
     if nu + 2 > 4:     # the sample variance is a reliable estimator only with a finite 4th moment
         assert x.var().item() == pytest.approx(sigma ** 2, rel=0.03)
     # the median of |x - μ| is scale · (0.75-quantile of t(ν+2)), computed by quadrature of its pdf
@@ -136,21 +139,91 @@ def test_escort_samples_have_the_escort_distribution(nu, sigma):
     assert x.mean().item() == pytest.approx(1.5, abs=0.02 * sigma)
 
 
-def test_gradients_reach_nu_and_match_the_fourth_moment():
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_gradients_reach_nu_and_match_the_fourth_moment(sampler):
     """d/dν E[x⁴] for x ~ escort(0, σ=1, ν) is d/dν 3ν/(ν−2) = −6/(ν−2)²; pathwise estimate."""
     torch.manual_seed(0)
     nu = torch.tensor(12.0, dtype=torch.float64, requires_grad=True)
     n = 2_000_000
-    x = sample_escort(torch.zeros(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64), nu)
+    x = sample_escort(torch.zeros(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64), nu,
+                      sampler=sampler)
     (x ** 4).mean().backward()
     want = -6 / (12 - 2) ** 2
     assert nu.grad is not None and torch.isfinite(nu.grad)
     assert nu.grad.item() == pytest.approx(want, rel=0.15)
 
 
-def test_student_t_matrices_sampling_mask_and_gradients():
+def abs_mean_escort(nu: float) -> float:
+    """E|x| for x ~ escort(0, σ = 1, ν) = √(ν/k)·E|t_k|, k = ν+2, E|t_k| = 2√k Γ((k+1)/2) /
+    (√π (k−1) Γ(k/2))."""
+    k = nu + 2
+    log_e = (math.log(2) + 0.5 * math.log(k) + math.lgamma((k + 1) / 2)
+             - 0.5 * math.log(math.pi) - math.log(k - 1) - math.lgamma(k / 2))
+    return math.sqrt(nu / k) * math.exp(log_e)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("nu0", [0.7, 4.0, 60.0])
+def test_pathwise_nu_gradient_is_unbiased_for_the_mean_absolute_value(sampler, nu0):
+    """The two samplers hold different noise fixed, so their per-draw dx/dν differ, but both
+    must average to d/dν E|x| (closed form above, differentiated by central differences).
+    Tolerance: 5 standard errors of the 1M-draw mean."""
+    torch.manual_seed(1)
+    n = 1_000_000
+    nu = torch.tensor(nu0, dtype=torch.float64, requires_grad=True)
+    x = sample_escort(torch.zeros(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64),
+                      nu.expand(n), sampler=sampler)
+    (g,) = torch.autograd.grad(x.abs().sum(), nu, retain_graph=False)
+    # per-draw gradients for the standard error: d|x|/dν = sign(x)·dx/dν, from a second pass
+    torch.manual_seed(1)
+    nus = torch.full((n,), nu0, dtype=torch.float64, requires_grad=True)
+    x2 = sample_escort(torch.zeros(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64),
+                       nus, sampler=sampler)
+    (per,) = torch.autograd.grad(x2.abs().sum(), nus)
+    h = 1e-5 * nu0
+    want = (abs_mean_escort(nu0 + h) - abs_mean_escort(nu0 - h)) / (2 * h)
+    se = per.std().item() / math.sqrt(n)
+    assert g.item() / n == pytest.approx(per.mean().item(), rel=1e-9)
+    assert abs(g.item() / n - want) < 5 * se + 1e-12, (g.item() / n, want, se)
+    assert abs(want) > 10 * se                          # the check has power: a zero gradient fails
+
+
+def test_polar_draw_is_finite_at_the_edges():
+    """E at its 1e-20 floor (a uniform draw of exactly 0), E large, ν at its floor and ceiling:
+    draw, ∂Θ/∂σ and the ν weight stay finite; m → 1/(2(ν+2)) as x → 0."""
+    nu = torch.tensor([1e-3, 1.0, 1.6e5], dtype=torch.float32).view(3, 1)
+    e = torch.tensor([1e-20, 1.0, 17.0], dtype=torch.float32).view(1, 3)
+    c = torch.ones(1, 3)
+    out, zr, x = _polar_forward(torch.zeros(3, 3), torch.ones(3, 3), nu, c, e)
+    m = _polar_nu_weight(x, nu)
+    for v in (out, zr, x, m):
+        assert torch.isfinite(v).all()
+    assert torch.allclose(m[:, 0], 1 / (2 * (nu[:, 0] + 2)), rtol=1e-5)
+    c2, e2 = polar_noise(torch.Size((1000,)), torch.float32, "cpu")
+    assert c2.abs().max() <= 1 and (e2 >= 1e-20).all() and torch.isfinite(e2).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_polar_posterior_draw_in_half_precision(dtype):
+    """--fp16 / --memory-efficient-fp16 models hold half parameters: the polar draw computes in
+    float32 and returns μ's dtype; gradients come back in the parameters' dtype, finite."""
     torch.manual_seed(0)
-    post = StudentTMatrices(3, 6, 4, sigma_init=0.05, nu_init=100.0, zero_rows=(1,))
+    post = StudentTMatrices(3, 6, 4, sigma_init=0.05, zero_rows=(1,), sampler="polar").to(dtype)
+    x = post.sample(2)
+    assert x.dtype == dtype and torch.isfinite(x).all()
+    (x.float() ** 2).sum().backward()
+    for p in (post.mu, post.rho, post.log_nu):
+        assert p.grad.dtype == dtype and torch.isfinite(p.grad).all()
+    assert (post.log_nu.grad != 0).all()
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_student_t_matrices_sampling_mask_and_gradients(sampler):
+    torch.manual_seed(0)
+    post = StudentTMatrices(3, 6, 4, sigma_init=0.05, nu_init=100.0, zero_rows=(1,),
+                            sampler=sampler)
+    with pytest.raises(ValueError, match="--escort-sampler"):
+        post.set_sampler("box-muller")
     assert torch.allclose(post.nu, torch.full((3,), 100.0), rtol=1e-4)
     assert torch.allclose(post.sigma, torch.full((3, 6, 4), 0.05), rtol=1e-4)
     draws = post.sample(5)
@@ -214,13 +287,20 @@ def _random_posterior(dtype=torch.float64):
     return post
 
 
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("s", [None, 3])
-def test_posterior_fused_draw_equals_generic_path(s):
+def test_posterior_fused_draw_equals_generic_path(s, sampler):
+    """gamma: against torch.distributions.StudentT; polar: against the same construction in
+    plain torch ops with autograd's gradients (sample_escort(..., sampler='polar'))."""
     post = _random_posterior()
+    post.set_sampler(sampler)
     params = [post.mu, post.rho, post.log_nu]
     w = torch.randn((s, 3, 6, 4) if s else (3, 6, 4), dtype=torch.float64)
     torch.manual_seed(2)
-    ref = reference_escort(post.mu, post.sigma, post.nu.view(-1, 1, 1), s) * post.keep
+    if sampler == "gamma":
+        ref = reference_escort(post.mu, post.sigma, post.nu.view(-1, 1, 1), s) * post.keep
+    else:
+        ref = sample_escort(post.mu, post.sigma, post.nu.view(-1, 1, 1), s, "polar") * post.keep
     g_ref = torch.autograd.grad((ref * w).sum(), params)
     torch.manual_seed(2)
     got = post.sample(s)

@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "linear start); validation selection only considers later epochs")
     p.add_argument("--t-divergence", default="seed", choices=["seed", "exact", "tied"])
     p.add_argument("--prior-dof", type=float, default=10.0)
+    p.add_argument("--escort-sampler", default="gamma", choices=["gamma", "polar"],
+                   help="t-MEM-NN escort draw construction (same distribution; polar is faster)")
     p.add_argument("--divergence-weight", type=float, default=1.0,
                    help="β on the t-divergence term (1 = D 54-55)")
     p.add_argument("--joint-divergence-weight", type=float, default=None,
@@ -147,7 +149,7 @@ def make_model(task, arch: str, args):
         return MemN2NModel.build_model(cfg, task), QACrossEntropyCriterion(task)
     cfg = TMemN2NConfig(embed_dim=t_embed_dim(args), hops=args.hops, tying=args.tying,
                         random_noise=args.random_noise, empty_memories=args.empty_memories,
-                        prior_dof=args.prior_dof,
+                        prior_dof=args.prior_dof, escort_sampler=args.escort_sampler,
                         linear_start_epochs=args.linear_start_epochs)
     return TMemN2NModel.build_model(cfg, task), TDivergenceCriterion(task, args.t_divergence,
                                                                    args.divergence_weight)
@@ -530,7 +532,8 @@ def render(args):
            f"δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
            f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
            f"{args.linear_start_epochs} epochs, t-divergence `{args.t_divergence}`, prior ν="
-           f"{args.prior_dof}, divergence weight β={args.divergence_weight} (joint: "
+           f"{args.prior_dof}, escort sampler `{args.escort_sampler}`, divergence weight "
+           f"β={args.divergence_weight} (joint: "
            f"{setup_args('joint', args).divergence_weight}); best of {args.seeds} "
            f"seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}; joint: "
            f"{args.joint_seeds or 'the same'}) by validation accuracy; each run keeps "

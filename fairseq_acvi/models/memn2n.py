@@ -31,10 +31,11 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from torch import Tensor
 
-from fairseq_acvi.modules.student_t import StudentTMatrices
+from fairseq_acvi.modules.student_t import SAMPLERS, StudentTMatrices
 
 TYING = ChoiceEnum(["layerwise", "adjacent"])
 EMPTY = ChoiceEnum(["mask", "attend"])
+SAMPLER = ChoiceEnum(list(SAMPLERS))
 
 
 def position_encoding(lengths: Tensor, max_len: int, dim: int) -> Tensor:
@@ -277,6 +278,11 @@ class TMemN2NConfig(MemN2NConfig):
     sigma_init: float = field(default=0.01, metadata={"help": "initial posterior σ"})
     mc_samples: str = field(default="10", metadata={
         "help": "posterior draws averaged at evaluation: an integer ≥ 1, or 0 / 'mean' (use μ)"})
+    escort_sampler: SAMPLER = field(default="gamma", metadata={
+        "help": "construction of the escort draws (same distribution, unbiased gradients): "
+                "gamma = torch.distributions.StudentT's chi-square draw (gradient to ν through "
+                "the Gamma); polar = Bailey's polar method in closed form (no Gamma draw, "
+                "several times cheaper on CPU)"})
 
 
 class TMemN2NModel(MemN2NModel):
@@ -291,7 +297,8 @@ class TMemN2NModel(MemN2NModel):
         c = self.cfg
         self.names = self.embedding_names()
         self.posterior = StudentTMatrices(len(self.names), self.vocab, self.dim, c.init_std,
-                                          c.sigma_init, c.nu_init, zero_rows=(self.pad,))
+                                          c.sigma_init, c.nu_init, zero_rows=(self.pad,),
+                                          sampler=str(getattr(c, "escort_sampler", "gamma")))
         self.prior_dof = float(c.prior_dof)
         self.set_mc_samples(c.mc_samples)
 

@@ -4,10 +4,21 @@ Univariate notation per element l of a matrix Θ (all functions are elementwise 
 
 * posterior  q = t(μ, σ², ν_q), prior p = t(0, 1, ν_p), t = 1 + 2/(1 + ν_q)          (D 51, 48, 59)
 * escort     q̃ = t(μ, ν_q/(ν_q+2)·σ², ν_q+2); its variance is σ² (ν_q > 0)           (D 60)
-* sample     Θ = μ + √(ν_q/(ν_q+2))·σ·ε,  ε ~ t(0, 1, ν_q+2)  (reparameterised; gradients reach
-  ν_q through torch's Gamma/chi-square reparameterisation)                            (D 61-62)
+* sample     Θ = μ + √(ν_q/(ν_q+2))·σ·ε,  ε ~ t(0, 1, ν_q+2)  (reparameterised, gradients
+  reach ν_q)                                                                          (D 61-62)
 * D_t(q‖p) = ∫ q̃ log_t q − ∫ q̃ log_t p,  log_t(x) = (x^{1−t} − 1)/(1 − t)            (D 46)
 
+Two exact samplers of ε (``--escort-sampler``); they draw from the same distribution and give
+unbiased pathwise gradients, differing only in which noise is held fixed when ν moves:
+
+``gamma``  ε = z/√(u/k), z ~ N(0, 1), u = 2g, g ~ Gamma(k/2, 1), k = ν+2: the chi-square
+           construction of ``torch.distributions.StudentT.rsample`` (same draws for a seed),
+           dε/dν through the Gamma's implicit reparameterisation gradient.
+``polar``  ε = cos(2πU)·√(k·expm1(2E/k)), U ~ U(0, 1), E ~ Exp(1): Bailey's (1994) polar
+           method for the t distribution with its accepted point written in polar form (its
+           squared radius is e^{−E}), so no rejection and no Gamma draw; dε/dν is an
+           elementwise closed form. Much cheaper than the Gamma on CPU (a serial rejection
+           sampler plus a series for its gradient): see ``benchmarks/bench_babi.py``.
 Three forms of the divergence (``--t-divergence``):
 
 ``seed``   (D 56) verbatim:  Σ_l [Ψ_ql(1 + 1/ν_q) − Ψ_p(1 + (σ_l² + μ_l²)/ν_p)] / (1 − t).
@@ -35,6 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 DIVERGENCES = ("seed", "exact", "tied")
+SAMPLERS = ("polar", "gamma")
 
 
 def log_t_density_const(nu: Tensor) -> Tensor:
@@ -78,6 +90,33 @@ def _escort_forward(mu: Tensor, sigma: Tensor, nu: Tensor, z: Tensor, g: Tensor)
     return torch.addcmul(mu, sigma, zr), zr, u
 
 
+def polar_noise(shape: torch.Size, dtype: torch.dtype, device) -> Tuple[Tensor, Tensor]:
+    """The random numbers of one ``polar`` escort draw of ``shape``: c = cos(2πU₁) and
+    E = −log(1 − U₂) ~ Exp(1), floored at 1e-20 (so every later quantity is finite), from one
+    ``torch.rand`` call. dtype: float32 or wider (the caller's compute dtype)."""
+    u = torch.rand((2,) + tuple(shape), dtype=dtype, device=device)
+    c = torch.cos(u[0].mul_(2 * math.pi))
+    e = torch.log1p(u[1].neg_()).neg_().clamp_(min=1e-20)
+    return c, e
+
+
+def _polar_forward(mu: Tensor, sigma: Tensor, nu: Tensor, c: Tensor, e: Tensor):
+    """Θ = μ + σ·c·√(ν·expm1(x)), x = 2E/(ν+2): (D 61) with ε = c·√(k·expm1(2E/k)), k = ν+2,
+    so √(ν/k)·ε = c·√(ν·expm1(x)). Returns Θ, zr = c·√(ν·expm1(x)) (= ∂Θ/∂σ) and x."""
+    x = e * (2 / (nu + 2))
+    zr = torch.expm1(x).mul_(nu).sqrt_().mul_(c)
+    return torch.addcmul(mu, sigma, zr), zr, x
+
+
+def _polar_nu_weight(x: Tensor, nu: Tensor) -> Tensor:
+    """m in ∂Θ/∂ν = σ·zr·(1/(2ν) − m) for the polar draw: m = x / (2(ν+2)(1 − e^{−x})).
+
+    From d log zr/dν = 1/(2ν) + e^x/(2 expm1(x))·dx/dν and dx/dν = −x/(ν+2); x/(1 − e^{−x})
+    is written with expm1 so it stays accurate (→ 1) as x → 0.
+    """
+    return x / torch.expm1(-x).neg_().mul_(2 * (nu + 2))
+
+
 def _escort_backward(grad: Tensor, sigma: Tensor, nu: Tensor, zr: Tensor, u: Tensor,
                      alpha: Tensor, g: Tensor, need_nu: bool):
     """dL/dΘ -> (Σ dL/dΘ, Σ dL/dΘ·∂Θ/∂σ, Σ dL/dΘ·∂Θ/∂ν) before reduction to the inputs' shapes.
@@ -116,18 +155,26 @@ class _EscortDraw(torch.autograd.Function):
                 g_nu.sum_to_size(s_nu) if need[2] else None, None, None, None)
 
 
-def sample_escort(mu: Tensor, sigma: Tensor, nu: Tensor, n: Optional[int] = None) -> Tensor:
+def sample_escort(mu: Tensor, sigma: Tensor, nu: Tensor, n: Optional[int] = None,
+                  sampler: str = "gamma") -> Tensor:
     """Reparameterised draws Θ = μ + √(ν/(ν+2)) σ ε, ε ~ t(0, 1, ν+2) (D 61-62).
 
     mu, sigma: (*shape); nu: a tensor broadcastable to (*shape). Returns (*shape), or
-    (n, *shape) when n is given. Differentiable w.r.t. mu, sigma and nu: the same draws and
-    gradients as ``μ + √(ν/(ν+2))·σ·StudentT(ν+2).rsample()`` (Gamma reparameterised), in one
-    fused autograd node.
+    (n, *shape) when n is given. Differentiable w.r.t. mu, sigma and nu.
+    ``gamma``: the same draws and gradients as ``μ + √(ν/(ν+2))·σ·StudentT(ν+2).rsample()``,
+    in one fused autograd node. ``polar``: the polar construction (module docstring) in plain
+    torch ops, autograd giving the gradients: the reference the fused posterior draw
+    (:class:`StudentTMatrices`) is tested against.
     """
     nu = torch.as_tensor(nu, dtype=mu.dtype, device=mu.device)
     shape = torch.broadcast_shapes(mu.shape, sigma.shape, nu.shape)
     if n is not None:
         shape = torch.Size((n,)) + shape
+    if sampler == "polar":
+        c, e = polar_noise(shape, torch.promote_types(mu.dtype, torch.float32), mu.device)
+        return mu + sigma * c * torch.sqrt(nu * torch.expm1(e * 2 / (nu + 2)))
+    if sampler != "gamma":
+        raise ValueError(f"--escort-sampler must be one of {SAMPLERS}, got {sampler!r}")
     z, g, alpha = escort_noise(nu, shape)
     return _EscortDraw.apply(mu, sigma, nu, z, g, alpha)
 
@@ -250,22 +297,32 @@ def _column(values: List[float], like: Tensor) -> Tensor:
 class _PosteriorDraw(torch.autograd.Function):
     """Escort draw of stacked posteriors from their raw parameters (μ, ρ, log ν), nil rows zeroed.
 
-    mu, rho (n, V, d), log_nu (n,), keep (V, 1); noise z, g, α (*S, n, V, d) from
-    :func:`escort_noise`; nu3 = ν (n, 1, 1) and sigma = softplus(ρ) + 1e-6 (values, no graph).
-    Same values and gradients as ``sample_escort(μ, softplus(ρ)+1e-6, ν.view(-1, 1, 1)) * keep``
-    with the chain rule through softplus and the clamped exp done by hand (dν/dlog ν from
-    :func:`_nu_values`): one autograd node per draw.
+    mu, rho (n, V, d), log_nu (n,), keep (V, 1); nu3 = ν (n, 1, 1) and sigma = softplus(ρ) + 1e-6
+    (values, no graph); ``sampler`` and its noise: ``gamma`` (z, g, α) from :func:`escort_noise`,
+    ``polar`` (c, E) from :func:`polar_noise`, each (*S, n, V, d). Same values and gradients as
+    ``sample_escort(μ, softplus(ρ)+1e-6, ν.view(-1, 1, 1), sampler=...) * keep`` with the chain
+    rule through softplus and the clamped exp done by hand (dν/dlog ν from :func:`_nu_values`):
+    one autograd node per draw. The polar draw is computed in float32 or wider and returned in
+    μ's dtype.
     """
 
     @staticmethod
-    def forward(ctx, mu, rho, log_nu, keep, z, g, alpha, nu3, sigma):
-        out, zr, u = _escort_forward(mu, sigma, nu3, z, g)
-        ctx.save_for_backward(rho, log_nu, sigma, keep, zr, u, alpha, g)
-        return out.mul_(keep)
+    def forward(ctx, mu, rho, log_nu, keep, nu3, sigma, sampler, *noise):
+        if sampler == "gamma":
+            z, g, alpha = noise
+            out, zr, u = _escort_forward(mu, sigma, nu3, z, g)
+            extra = (u, alpha, g)
+        else:
+            c, e = noise
+            out, zr, x = _polar_forward(mu, sigma, nu3.to(c.dtype), c, e)
+            extra = (x, nu3)
+        ctx.sampler, ctx.n_noise = sampler, len(noise)
+        ctx.save_for_backward(rho, log_nu, sigma, keep, zr, *extra)
+        return out.mul_(keep).to(mu.dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        rho, log_nu, sigma, keep, zr, u, alpha, g = ctx.saved_tensors
+        rho, log_nu, sigma, keep, zr, *extra = ctx.saved_tensors
         need = ctx.needs_input_grad
         grad = grad * keep
         shape = sigma.shape
@@ -274,17 +331,23 @@ class _PosteriorDraw(torch.autograd.Function):
         g_rho = q.sum_to_size(shape).mul(torch.sigmoid(rho)) if need[1] else None     # dσ/dρ
         g_log_nu = None
         if need[2]:
-            # ∂Θ/∂ν = σ·z·r·(1/(2ν) − (dg/dα)/(2u)), see _escort_backward; summed per matrix
+            # ∂Θ/∂ν = σ·zr·(1/(2ν) − m), summed per matrix; m per element from the sampler:
+            # gamma m = (dg/dα)/(2u) (see _escort_backward), polar :func:`_polar_nu_weight`
             nu, dnu = _nu_values(log_nu)
             per_matrix = (1,) * (q.dim() - 3) + (len(nu), 1, 1)
             t = q.mul_(sigma)
             t_sum = t.sum_to_size(per_matrix).view(-1).tolist()
-            w = torch._standard_gamma_grad(alpha, g).div_(u)
-            tw = t.mul_(w).sum_to_size(per_matrix).view(-1).tolist()
-            g_log_nu = torch.tensor([(a / (2 * v) - b / 2) * d
-                                     for a, b, v, d in zip(t_sum, tw, nu, dnu)],
+            if ctx.sampler == "gamma":
+                u, alpha, g = extra
+                m = torch._standard_gamma_grad(alpha, g).div_(u).mul_(0.5)
+            else:
+                x, nu3 = extra
+                m = _polar_nu_weight(x, nu3.to(x.dtype))
+            tm = t.mul_(m).sum_to_size(per_matrix).view(-1).tolist()
+            g_log_nu = torch.tensor([(a / (2 * v) - b) * d
+                                     for a, b, v, d in zip(t_sum, tm, nu, dnu)],
                                     dtype=sigma.dtype, device=sigma.device)
-        return (g_mu, g_rho, g_log_nu) + (None,) * 6
+        return (g_mu, g_rho, g_log_nu) + (None,) * (4 + ctx.n_noise)
 
 
 def _log_c(nu: float) -> float:
@@ -371,11 +434,15 @@ class StudentTMatrices(nn.Module):
 
     ``sample`` and the ``seed`` / ``tied`` divergences run as single fused autograd nodes
     (:class:`_PosteriorDraw`, :class:`_SeedDivergence`); ``exact`` uses the generic path.
+    ``sampler`` (``polar`` | ``gamma``) picks the escort construction (module docstring); it
+    can be changed on a built module (``set_sampler``), e.g. to evaluate a checkpoint.
     """
 
     def __init__(self, n: int, rows: int, dim: int, init_std: float = 0.1,
-                 sigma_init: float = 0.01, nu_init: float = 100.0, zero_rows: Tuple[int, ...] = ()):
+                 sigma_init: float = 0.01, nu_init: float = 100.0, zero_rows: Tuple[int, ...] = (),
+                 sampler: str = "gamma"):
         super().__init__()
+        self.set_sampler(sampler)
         self.mu = nn.Parameter(torch.randn(n, rows, dim) * init_std)
         self.rho = nn.Parameter(torch.full((n, rows, dim), math.log(math.expm1(sigma_init))))
         self.log_nu = nn.Parameter(torch.full((n,), math.log(nu_init)))
@@ -384,6 +451,11 @@ class StudentTMatrices(nn.Module):
             keep[r] = 0.0
         self.register_buffer("keep", keep, persistent=False)
         self.n_keep = float(keep.sum()) * dim            # N: elements per matrix in the divergence
+
+    def set_sampler(self, sampler: str):
+        if sampler not in SAMPLERS:
+            raise ValueError(f"--escort-sampler must be one of {SAMPLERS}, got {sampler!r}")
+        self.sampler = sampler
 
     @property
     def nu(self) -> Tensor:
@@ -412,9 +484,13 @@ class StudentTMatrices(nn.Module):
         shape = self.mu.shape if s is None else torch.Size((s,)) + self.mu.shape
         with torch.no_grad():
             nu3 = self.nu.view(-1, 1, 1)
-        z, g, alpha = escort_noise(nu3, shape)
-        return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, z, g, alpha, nu3,
-                                    self._sigma_value())
+        if self.sampler == "gamma":
+            noise = escort_noise(nu3, shape)
+        else:
+            noise = polar_noise(shape, torch.promote_types(self.mu.dtype, torch.float32),
+                                self.mu.device)
+        return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
+                                    self._sigma_value(), self.sampler, *noise)
 
     def divergence(self, prior_dof: float, mode: str) -> Tensor:
         """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32."""

@@ -228,7 +228,7 @@ class MemN2NModel(BaseFairseqModel):
             x = torch.matmul(P.view(1, B * 2 * n, -1).type_as(table),
                              table.view(-1, self.vocab, d))                     # (S, B·2n, d)
             x = x.view(-1, B, 2, n, d)
-            return torch.addcmul(x[:, :, 0], kvec, x[:, :, 1]).reshape(-1, n, d)
+            return torch.addcmul(x[:, :, 0], kvec.to(x.dtype), x[:, :, 1]).reshape(-1, n, d)
 
         def memories(table: Tensor, temporal: Tensor) -> Tensor:              # (S·B, M, d)
             e = sentences(Ps, table)

@@ -470,36 +470,48 @@ class StudentTMatrices(nn.Module):
         """μ with the zero rows zeroed: (n, V, d)."""
         return self.mu * self.keep
 
-    def _sigma_value(self) -> Tensor:
-        """σ = softplus(ρ) + 1e-6 as a plain tensor (no graph; the fused nodes apply dσ/dρ).
+    def _sigma_value(self, rho: Optional[Tensor] = None) -> Tensor:
+        """σ = softplus(ρ) + 1e-6 as a plain tensor (no graph; the fused nodes apply dσ/dρ),
+        from ``rho`` (default: the parameter).
 
         Not cached across calls: optimizers that write ``p.data`` (fairseq's Adam) or fused
         ones do not bump ρ's version counter, so no cheap key tells a stale value apart.
         """
         with torch.no_grad():
-            return F.softplus(self.rho).add_(_SIGMA_FLOOR)
+            return F.softplus(self.rho if rho is None else rho).add_(_SIGMA_FLOOR)
+
+    def _compute_dtype(self) -> torch.dtype:
+        """float32 for half-precision parameters (--fp16, --memory-efficient-fp16), else their
+        dtype: draws and divergences are computed at least in float32."""
+        return torch.promote_types(self.mu.dtype, torch.float32)
 
     def sample(self, s: Optional[int] = None) -> Tensor:
-        """Escort draws (D 61): (n, V, d), or (s, n, V, d) when s is given."""
+        """Escort draws (D 61): (n, V, d), or (s, n, V, d) when s is given, in μ's dtype
+        (computed in float32 when the parameters are half precision)."""
         shape = self.mu.shape if s is None else torch.Size((s,)) + self.mu.shape
+        dt = self._compute_dtype()
         with torch.no_grad():
-            nu3 = self.nu.view(-1, 1, 1)
+            log_nu = self.log_nu.to(dt)
+            nu3 = (torch.exp(log_nu.clamp(_LOG_NU_MIN, _LOG_NU_MAX)) + _NU_FLOOR).view(-1, 1, 1)
         if self.sampler == "gamma":
             noise = escort_noise(nu3, shape)
         else:
-            noise = polar_noise(shape, torch.promote_types(self.mu.dtype, torch.float32),
-                                self.mu.device)
+            noise = polar_noise(shape, dt, self.mu.device)
         return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
-                                    self._sigma_value(), self.sampler, *noise)
+                                    self._sigma_value(self.rho.to(dt)), self.sampler, *noise)
 
     def divergence(self, prior_dof: float, mode: str) -> Tensor:
-        """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32."""
+        """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32
+        (half-precision parameters are upcast first)."""
+        dt = self._compute_dtype()
+        mu, rho, log_nu = self.mu.to(dt), self.rho.to(dt), self.log_nu.to(dt)
         if mode in ("seed", "tied"):
-            return _SeedDivergence.apply(self.mu, self.rho, self.log_nu, self.keep, self.n_keep,
+            return _SeedDivergence.apply(mu, rho, log_nu, self.keep, self.n_keep,
                                          prior_dof if mode == "seed" else None,
-                                         self._sigma_value())
-        return t_divergence(self.mu, self.sigma, self.nu.view(-1, 1, 1), prior_dof, mode,
-                            weight=self.keep)
+                                         self._sigma_value(rho))
+        nu = torch.exp(log_nu.clamp(_LOG_NU_MIN, _LOG_NU_MAX)) + _NU_FLOOR
+        return t_divergence(mu, F.softplus(rho) + _SIGMA_FLOOR, nu.view(-1, 1, 1), prior_dof,
+                            mode, weight=self.keep)
 
     def nu_values(self) -> List[float]:
         """The n degrees of freedom as Python floats (for logging; no graph)."""

@@ -8,7 +8,8 @@ The models are configured as ``recipes/babi.sh`` trains them (δ = 50, adjacent 
 memory slots in the softmax, no random noise, ``tied`` divergence; options to change each).
 
 1. time per training update of t_memn2n / memn2n (same loop: plugin model + criterion, Adam,
-   clipping; target <= 1.05x, the seed reports 1.02x);
+   clipping; target <= 1.05x, the seed reports 1.02x), with the default escort sampler and
+   with the other one (``--escort-sampler gamma | polar``);
 2. evaluation of the test file with S = 10 posterior draws / S = 1 (target <= 1.5x);
 3. the plugin's update through fairseq's own ``Trainer.train_step`` (what ``fairseq-train
    --optimizer torch_adam`` runs per update, collation included) / a minimal plain-PyTorch

@@ -19,6 +19,7 @@ unbiased pathwise gradients, differing only in which noise is held fixed when ν
            squared radius is e^{−E}), so no rejection and no Gamma draw; dε/dν is an
            elementwise closed form. Much cheaper than the Gamma on CPU (a serial rejection
            sampler plus a series for its gradient): see ``benchmarks/bench_babi.py``.
+
 Three forms of the divergence (``--t-divergence``):
 
 ``seed``   (D 56) verbatim:  Σ_l [Ψ_ql(1 + 1/ν_q) − Ψ_p(1 + (σ_l² + μ_l²)/ν_p)] / (1 − t).
@@ -46,7 +47,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 DIVERGENCES = ("seed", "exact", "tied")
-SAMPLERS = ("polar", "gamma")
+SAMPLERS = ("gamma", "polar")
 
 
 def log_t_density_const(nu: Tensor) -> Tensor:
@@ -302,8 +303,8 @@ class _PosteriorDraw(torch.autograd.Function):
     ``polar`` (c, E) from :func:`polar_noise`, each (*S, n, V, d). Same values and gradients as
     ``sample_escort(μ, softplus(ρ)+1e-6, ν.view(-1, 1, 1), sampler=...) * keep`` with the chain
     rule through softplus and the clamped exp done by hand (dν/dlog ν from :func:`_nu_values`):
-    one autograd node per draw. The polar draw is computed in float32 or wider and returned in
-    μ's dtype.
+    one autograd node per draw. nu3, sigma and the noise are in the compute dtype (float32 for
+    half-precision parameters); the draw is returned in μ's dtype.
     """
 
     @staticmethod
@@ -314,7 +315,7 @@ class _PosteriorDraw(torch.autograd.Function):
             extra = (u, alpha, g)
         else:
             c, e = noise
-            out, zr, x = _polar_forward(mu, sigma, nu3.to(c.dtype), c, e)
+            out, zr, x = _polar_forward(mu, sigma, nu3, c, e)
             extra = (x, nu3)
         ctx.sampler, ctx.n_noise = sampler, len(noise)
         ctx.save_for_backward(rho, log_nu, sigma, keep, zr, *extra)
@@ -342,7 +343,7 @@ class _PosteriorDraw(torch.autograd.Function):
                 m = torch._standard_gamma_grad(alpha, g).div_(u).mul_(0.5)
             else:
                 x, nu3 = extra
-                m = _polar_nu_weight(x, nu3.to(x.dtype))
+                m = _polar_nu_weight(x, nu3)
             tm = t.mul_(m).sum_to_size(per_matrix).view(-1).tolist()
             g_log_nu = torch.tensor([(a / (2 * v) - b) * d
                                      for a, b, v, d in zip(t_sum, tm, nu, dnu)],

@@ -229,6 +229,7 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
     if arch == "t_memn2n":
         info["nu"] = {k: float(v.detach()) for k, v in model.nus().items()}
         info["divergence_weight"] = args.divergence_weight
+        info["escort_sampler"] = model.posterior.sampler
     return model, info
 
 
@@ -511,7 +512,8 @@ def attention_section(args) -> List[str]:
 def runs_line(results: dict) -> str:
     """What the results themselves say about their protocol (true also for --merge and
     --render-only, whose command-line options need not be the runs'): per model, runs per task,
-    seed range and δ."""
+    seed range, δ, and t-MEM-NN's escort sampler (runs recorded before the option existed used
+    ``gamma``)."""
     parts = []
     for arch, label in (("memn2n", "MemN2N"), ("t_memn2n", "t-MEM-NN")):
         infos = [v for k, v in results.items() if k.split("|")[0] == arch]
@@ -520,8 +522,13 @@ def runs_line(results: dict) -> str:
         n = sorted({len(v.get("runs", [])) for v in infos})
         seeds = [r["seed"] for v in infos for r in v.get("runs", [])]
         dims = sorted({v.get("embed_dim") for v in infos if v.get("embed_dim")})
-        parts.append(f"{label}: best of {'/'.join(map(str, n))} runs per task by validation "
-                     f"(seeds {min(seeds)}-{max(seeds)}), δ {'/'.join(map(str, dims)) or '?'}")
+        line = (f"{label}: best of {'/'.join(map(str, n))} runs per task by validation "
+                f"(seeds {min(seeds)}-{max(seeds)}), δ {'/'.join(map(str, dims)) or '?'}")
+        if arch == "t_memn2n":
+            samplers = sorted({r.get("escort_sampler", "gamma")
+                               for v in infos for r in v.get("runs", [])})
+            line += f", escort sampler {'/'.join(samplers)}"
+        parts.append(line)
     return "From the results: " + "; ".join(parts) + "."
 
 

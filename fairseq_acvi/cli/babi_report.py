@@ -36,6 +36,8 @@ from typing import Dict, List, Optional
 
 import torch
 
+from fairseq_acvi.modules.student_t import SAMPLERS
+
 # Published test accuracy (METHOD.md §5): task -> (MemN2N, t-MEM-NN S=1, t-MEM-NN S=10).
 PUBLISHED_SINGLE = {
     1: (100, 100, 100), 2: (84, 77, 84), 3: (55, 55, 57), 4: (96, 94, 96), 5: (88, 87, 88),
@@ -107,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "linear start); validation selection only considers later epochs")
     p.add_argument("--t-divergence", default="seed", choices=["seed", "exact", "tied"])
     p.add_argument("--prior-dof", type=float, default=10.0)
-    p.add_argument("--escort-sampler", default="gamma", choices=["gamma", "polar"],
+    p.add_argument("--escort-sampler", default="gamma", choices=list(SAMPLERS),
                    help="t-MEM-NN escort draw construction (same distribution; polar is faster)")
     p.add_argument("--divergence-weight", type=float, default=1.0,
                    help="β on the t-divergence term (1 = D 54-55)")

@@ -214,7 +214,8 @@ class MemN2NModel(BaseFairseqModel):
         B, M, L = story.shape
         d = self.dim
         mem_mask = story.ne(self.pad).any(-1)                                  # (B, M)
-        kvec = torch.arange(1, d + 1, device=story.device, dtype=torch.float32)
+        table_dtype = next(iter(tables.values())).dtype                      # half under fp16
+        kvec = torch.arange(1, d + 1, device=story.device, dtype=table_dtype)
         Ps = self._bags(story, 1)                                              # (B, 2, M, V)
         Pq = self._bags(query[:, None], 1)                                     # (B, 2, 1, V)
         if self.training and self.random_noise > 0:
@@ -228,7 +229,7 @@ class MemN2NModel(BaseFairseqModel):
             x = torch.matmul(P.view(1, B * 2 * n, -1).type_as(table),
                              table.view(-1, self.vocab, d))                     # (S, B·2n, d)
             x = x.view(-1, B, 2, n, d)
-            return torch.addcmul(x[:, :, 0], kvec.to(x.dtype), x[:, :, 1]).reshape(-1, n, d)
+            return torch.addcmul(x[:, :, 0], kvec, x[:, :, 1]).reshape(-1, n, d)
 
         def memories(table: Tensor, temporal: Tensor) -> Tensor:              # (S·B, M, d)
             e = sentences(Ps, table)

@@ -290,6 +290,16 @@ def _nu_values(log_nu: Tensor) -> Tuple[List[float], List[float]]:
     return nu, dnu
 
 
+def _nu_from(log_nu: Tensor) -> Tensor:
+    """ν = exp(clamp(log ν, −7, 12)) + 1e-3, elementwise (the tensor form of :func:`_nu_values`)."""
+    return torch.exp(log_nu.clamp(_LOG_NU_MIN, _LOG_NU_MAX)) + _NU_FLOOR
+
+
+def _sigma_from(rho: Tensor) -> Tensor:
+    """σ = softplus(ρ) + 1e-6, elementwise."""
+    return F.softplus(rho) + _SIGMA_FLOOR
+
+
 def _column(values: List[float], like: Tensor) -> Tensor:
     """Python floats -> (n, 1, 1) tensor with ``like``'s dtype and device."""
     return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, 1, 1)
@@ -461,11 +471,11 @@ class StudentTMatrices(nn.Module):
     @property
     def nu(self) -> Tensor:
         """(n,) degrees of freedom."""
-        return torch.exp(self.log_nu.clamp(_LOG_NU_MIN, _LOG_NU_MAX)) + _NU_FLOOR
+        return _nu_from(self.log_nu)
 
     @property
     def sigma(self) -> Tensor:
-        return F.softplus(self.rho) + _SIGMA_FLOOR
+        return _sigma_from(self.rho)
 
     def mean(self) -> Tensor:
         """μ with the zero rows zeroed: (n, V, d)."""
@@ -479,7 +489,7 @@ class StudentTMatrices(nn.Module):
         ones do not bump ρ's version counter, so no cheap key tells a stale value apart.
         """
         with torch.no_grad():
-            return F.softplus(self.rho if rho is None else rho).add_(_SIGMA_FLOOR)
+            return _sigma_from(self.rho if rho is None else rho)
 
     def _compute_dtype(self) -> torch.dtype:
         """float32 for half-precision parameters (--fp16, --memory-efficient-fp16), else their
@@ -492,8 +502,7 @@ class StudentTMatrices(nn.Module):
         shape = self.mu.shape if s is None else torch.Size((s,)) + self.mu.shape
         dt = self._compute_dtype()
         with torch.no_grad():
-            log_nu = self.log_nu.to(dt)
-            nu3 = (torch.exp(log_nu.clamp(_LOG_NU_MIN, _LOG_NU_MAX)) + _NU_FLOOR).view(-1, 1, 1)
+            nu3 = _nu_from(self.log_nu.to(dt)).view(-1, 1, 1)
         if self.sampler == "gamma":
             noise = escort_noise(nu3, shape)
         else:
@@ -510,8 +519,7 @@ class StudentTMatrices(nn.Module):
             return _SeedDivergence.apply(mu, rho, log_nu, self.keep, self.n_keep,
                                          prior_dof if mode == "seed" else None,
                                          self._sigma_value(rho))
-        nu = torch.exp(log_nu.clamp(_LOG_NU_MIN, _LOG_NU_MAX)) + _NU_FLOOR
-        return t_divergence(mu, F.softplus(rho) + _SIGMA_FLOOR, nu.view(-1, 1, 1), prior_dof,
+        return t_divergence(mu, _sigma_from(rho), _nu_from(log_nu).view(-1, 1, 1), prior_dof,
                             mode, weight=self.keep)
 
     def nu_values(self) -> List[float]:

@@ -43,12 +43,16 @@ def test_report_end_to_end(tmp_path, shared_data):
     for key, info in single.items():
         runs = info["runs"]
         assert len(runs) == (2 if key.startswith("memn2n") else 1)
-        # best of N by validation, ties to the lower seed
-        best = max(runs, key=lambda r: (r["valid"], -r["seed"]))
+        # best of N by validation accuracy, then validation NLL, then the lower seed
+        best = max(runs, key=lambda r: (r["valid"], -r["valid_nll"], -r["seed"]))
         assert info["seed"] == best["seed"] and info["valid"] == best["valid"]
+        assert info["valid_nll"] == best["valid_nll"] > 0
         assert 1 <= info["best_epoch"] <= 3
         for accs in info["test"].values():
             assert all(0.0 <= a <= 100.0 for a in accs.values())
+        # every run's test accuracy is recorded; the chosen run's is the report's
+        assert all(set(r["test"]) == set(info["test"]) for r in runs)
+        assert info["test"] == next(r["test"] for r in runs if r["seed"] == info["seed"])
     # each setup's t-MEM-NN trained with its own β
     assert single["t_memn2n|1"]["divergence_weight"] == 0.01
     assert joint["t_memn2n|1,2"]["divergence_weight"] == 0.5
@@ -133,6 +137,25 @@ def test_merge_results_picks_best_and_refuses_overlapping_seeds():
         babi_report.merge_results([a, {"m|1": info([(2, 95.0)], "c")}])
 
 
+def test_selection_breaks_accuracy_ties_by_validation_nll():
+    """Equal validation accuracy (common on 100 questions): the lower NLL wins, then the lower
+    seed; runs recorded without an NLL are not merged with runs that have one."""
+    def info(seed, valid, nll=None):
+        r = {"seed": seed, "valid": valid, "test": f"t{seed}"}
+        if nll is not None:
+            r["valid_nll"] = nll
+        return {**r, "runs": [dict(r)]}
+
+    key = babi_report.selection_key
+    assert max([info(1, 90.0, 0.30), info(2, 90.0, 0.20), info(3, 89.0, 0.01)], key=key)["seed"] == 2
+    assert max([info(1, 90.0, 0.20), info(2, 90.0, 0.20)], key=key)["seed"] == 1
+    assert max([info(1, 90.0, 0.30), info(2, 91.0, 0.90)], key=key)["seed"] == 2
+    m = babi_report.merge_results([{"m|1": info(1, 90.0, 0.3)}, {"m|1": info(2, 90.0, 0.1)}])
+    assert (m["m|1"]["seed"], m["m|1"]["from_part"]) == (2, 1)
+    with pytest.raises(ValueError, match="validation NLL"):
+        babi_report.merge_results([{"m|1": info(1, 90.0)}, {"m|1": info(2, 90.0, 0.1)}])
+
+
 @pytest.mark.parametrize("arch", ["memn2n", "t_memn2n"])
 @pytest.mark.parametrize("tying,noise", [("adjacent", 0.0), ("layerwise", 0.1), ("layerwise", 0.0)])
 def test_saved_models_are_rebuilt_with_their_own_options(shared_data, arch, tying, noise):
@@ -195,7 +218,7 @@ def test_recipe_script_runs_and_passes_its_options(tmp_path, shared_data):
     folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
     out = tmp_path / "recipe"
     env = dict(os.environ, BABI_DATA=str(folder), OUT_DIR=str(out), TASKS="3", SETUPS="single",
-               SEEDS="2", T_SEEDS="1", EPOCHS="2", EMBED_DIM="7", ESCORT_SAMPLER="polar",
+               SEEDS="2", T_SEEDS="1", EPOCHS="2", EMBED_DIM="7", ESCORT_SAMPLER="gamma",
                EXTRA="--batches-per-epoch 3 --attention 3:0", OMP_NUM_THREADS="1",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     res = subprocess.run(["bash", "recipes/babi.sh"], cwd=str(REPO), env=env,
@@ -205,6 +228,6 @@ def test_recipe_script_runs_and_passes_its_options(tmp_path, shared_data):
     assert set(results) == {"memn2n|3", "t_memn2n|3"}
     assert [r["seed"] for r in results["memn2n|3"]["runs"]] == [1, 2]
     assert {v["embed_dim"] for v in results.values()} == {7}
-    assert results["t_memn2n|3"]["escort_sampler"] == "polar"
+    assert results["t_memn2n|3"]["escort_sampler"] == "gamma"           # not the default
     md = (out / "babi_report.md").read_text()
-    assert "t-MEM-NN: best of 1 runs per task by validation (seeds 1-1), δ 7, escort sampler polar" in md
+    assert "t-MEM-NN: best of 1 runs per task by validation (seeds 1-1), δ 7, escort sampler gamma" in md

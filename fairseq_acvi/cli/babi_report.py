@@ -12,8 +12,10 @@ trains ``--seeds`` runs (seeds 1..N) in-process with the plugin's own task, mode
 (``babi_qa``, ``memn2n`` / ``t_memn2n``, ``qa_cross_entropy`` / ``t_divergence``) in a plain
 PyTorch loop (32 minibatches per epoch for single tasks, batches of 32 for joint training), keeps
 for each run the epoch with the best validation accuracy, and picks the best run by validation
-accuracy (protocol "best of N by validation"). Test accuracy is then measured for MemN2N and for
-t-MEM-NN with S = 1 and S = 10 posterior draws.
+accuracy (protocol "best of N by validation"); ties, frequent on 100 validation questions, go to
+the lower validation NLL of the true answers, then to the earlier seed. Test accuracy is measured
+for every run (MemN2N; t-MEM-NN with S = 1 and S = 10 posterior draws) and recorded, never used
+for selection; the report shows the chosen run's.
 
 Outputs in ``--out-dir``: ``results_<setup>.json`` (appended as runs finish, so a partial run
 still reports), ``babi_report.md`` (tables shaped like D Table 2 / Table 10 with the published
@@ -23,7 +25,7 @@ runs). ``--render-only`` rebuilds the markdown and the chart from the JSON files
 
 More seeds later: ``--first-seed 11 --seeds 10`` trains seeds 11..20 into a new ``--out-dir``;
 ``--merge DIR_1_10 DIR_11_20 --out-dir OUT`` then keeps, per model and task, the run that one
-best-of-20 run would have kept (validation accuracy, ties to the lower seed) and renders OUT.
+best-of-20 run would have kept (:func:`selection_key`) and renders OUT.
 """
 import argparse
 import copy
@@ -32,7 +34,7 @@ import math
 import os
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -109,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "linear start); validation selection only considers later epochs")
     p.add_argument("--t-divergence", default="seed", choices=["seed", "exact", "tied"])
     p.add_argument("--prior-dof", type=float, default=10.0)
-    p.add_argument("--escort-sampler", default="gamma", choices=list(SAMPLERS),
+    p.add_argument("--escort-sampler", default="polar", choices=list(SAMPLERS),
                    help="t-MEM-NN escort draw construction (same distribution; polar is faster)")
     p.add_argument("--divergence-weight", type=float, default=1.0,
                    help="β on the t-divergence term (1 = D 54-55)")
@@ -158,8 +160,10 @@ def make_model(task, arch: str, args):
 
 
 @torch.no_grad()
-def predict(model, dataset, samples: Optional[int] = None, batch: int = 500, seed: int = 0):
+def predict(model, dataset, samples: Optional[int] = None, batch: int = 500, seed: int = 0,
+            with_log_probs: bool = False):
     """Argmax answers (N,) over a BabiDataset; t-MEM-NN with ``samples`` draws (0 = mean).
+    With ``with_log_probs`` also the log-probability of each true answer (N,), float32.
 
     The posterior draws use their own seeded stream (``seed``) in a forked RNG, so evaluating
     between epochs leaves the training run's random stream (batch order, escort draws) as it was.
@@ -167,18 +171,42 @@ def predict(model, dataset, samples: Optional[int] = None, batch: int = 500, see
     model.eval()
     if samples is not None:
         model.set_mc_samples(samples)
-    preds = []
+    preds, gold_lp = [], []
+    answers = dataset.tensors["answer"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for idx in torch.arange(len(dataset)).split(batch):
             s = dataset.batch(idx)
-            preds.append(model(**s["net_input"])[0].argmax(-1))
+            lp = model(**s["net_input"])[0].float()
+            preds.append(lp.argmax(-1))
+            gold_lp.append(lp.gather(-1, answers[idx].view(-1, 1)).view(-1))
+    if with_log_probs:
+        return torch.cat(preds), torch.cat(gold_lp)
     return torch.cat(preds)
 
 
 def accuracy(model, dataset, samples=None) -> float:
     pred = predict(model, dataset, samples)
     return 100.0 * (pred == dataset.tensors["answer"]).float().mean().item()
+
+
+def validation_score(model, dataset, samples=None) -> Tuple[float, float]:
+    """(accuracy %, NLL in nats per question) on a validation set: the selection signal.
+
+    A 100-question validation set measures accuracy in steps of 1 %, so epochs and seeds tie
+    often; the NLL of the true answers (the predictive distribution averaged over the ``samples``
+    draws for t-MEM-NN) is continuous and breaks those ties (:func:`selection_key`).
+    """
+    pred, gold_lp = predict(model, dataset, samples, with_log_probs=True)
+    acc = 100.0 * (pred == dataset.tensors["answer"]).float().mean().item()
+    return acc, -gold_lp.mean().item()
+
+
+def selection_key(info: dict) -> Tuple[float, float, int]:
+    """Order of runs (or epochs) by validation: accuracy first, then the lower validation NLL,
+    then the lower seed. Runs recorded before the NLL was (no ``valid_nll``) compare by accuracy
+    and seed alone; :func:`merge_results` refuses to mix the two kinds."""
+    return (info["valid"], -info.get("valid_nll", 0.0), -info.get("seed", 0))
 
 
 def per_task_accuracy(model, dataset, samples=None) -> Dict[int, float]:
@@ -204,7 +232,7 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
     n = len(tr)
     nb = batches_per_epoch or max(1, math.ceil(n / batch_size))
     vs = args.valid_samples if arch == "t_memn2n" else None
-    best, best_state, best_epoch = -1.0, None, 0
+    best, best_state, best_epoch = (-1.0, -math.inf), None, 0
     t0, updates = time.time(), 0
     for epoch in range(1, epochs + 1):
         model.train()
@@ -220,12 +248,13 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
             updates += 1
         if epoch <= args.linear_start_epochs < epochs:
             continue                      # the linear model is not what evaluation runs
-        acc = accuracy(model, va, vs)
-        if acc >= best:
-            best, best_epoch = acc, epoch
+        acc, nll = validation_score(model, va, vs)
+        if (acc, -nll) >= best:           # ties (same accuracy and NLL): the later epoch
+            best, best_epoch = (acc, -nll), epoch
             best_state = copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
-    info = {"valid": best, "best_epoch": best_epoch, "seconds": time.time() - t0,
+    info = {"valid": best[0], "valid_nll": -best[1], "best_epoch": best_epoch,
+            "seconds": time.time() - t0,
             "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1)}
     info["embed_dim"] = model.dim  # the δ the run was built with
     if arch == "t_memn2n":
@@ -279,14 +308,17 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
                                             args.joint_anneal_every, args,
                                             batch_size=args.joint_batch_size)
                 info["seed"] = seed
-                runs.append((info["valid"], seed, model, info))
+                # every run's test accuracy is recorded (never used for selection): it gives
+                # the mean over seeds, and shows what the best-by-validation choice cost
+                info["test"] = {k: {str(t): a for t, a in v.items()}
+                                for k, v in evaluate(model, arch, task).items()}
+                runs.append((model, info))
                 print(f"[{setup}] {arch} tasks {spec} seed {seed}: valid {info['valid']:.1f} "
-                      f"(epoch {info['best_epoch']}, {info['seconds']:.0f}s, "
-                      f"{info['ms_per_update']:.1f} ms/update) {info.get('nu', '')}", flush=True)
-            _, seed, model, info = max(runs, key=lambda r: (r[0], -r[1]))
-            info["test"] = {k: {str(t): a for t, a in v.items()}
-                            for k, v in evaluate(model, arch, task).items()}
-            info["runs"] = [{k: v for k, v in r[3].items() if k != "test"} for r in runs]
+                      f"nll {info['valid_nll']:.4f} (epoch {info['best_epoch']}, "
+                      f"{info['seconds']:.0f}s, {info['ms_per_update']:.1f} ms/update) "
+                      f"{info.get('nu', '')}", flush=True)
+            model, info = max(runs, key=lambda r: selection_key(r[1]))
+            info = dict(info, runs=[r[1] for r in runs])
             os.makedirs(os.path.join(args.out_dir, "ckpt"), exist_ok=True)
             torch.save(model.state_dict(), os.path.join(args.out_dir, "ckpt",
                                                         ckpt_name(setup, arch, spec)))
@@ -325,8 +357,12 @@ def merge_results(parts: List[dict]) -> Dict[str, dict]:
             if dup:
                 raise ValueError(f"--merge: {key} seed(s) {sorted(dup)} appear in two result "
                                  "files; merge runs over disjoint seed ranges (--first-seed)")
+            if ("valid_nll" in old) != ("valid_nll" in info):
+                raise ValueError(f"--merge: {key} mixes runs selected by validation accuracy "
+                                 "alone with runs that record the validation NLL (the tie-break "
+                                 "since 2026-11-24); their choices are not comparable: rerun one")
             runs = old["runs"] + info["runs"]
-            best = max((old, info), key=lambda r: (r["valid"], -r["seed"]))
+            best = max((old, info), key=selection_key)
             merged[key] = dict(best, runs=sorted(runs, key=lambda r: r["seed"]))
     return merged
 
@@ -545,8 +581,9 @@ def render(args):
            f"β={args.divergence_weight} (joint: "
            f"{setup_args('joint', args).divergence_weight}); best of {args.seeds} "
            f"seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}; joint: "
-           f"{args.joint_seeds or 'the same'}) by validation accuracy; each run keeps "
-           f"its best-validation epoch.", ""]
+           f"{args.joint_seeds or 'the same'}) by validation accuracy, ties broken by the lower "
+           f"validation NLL (runs that record one); each run keeps its best-validation epoch "
+           f"by the same order.", ""]
     for setup, pub, title in [("single", PUBLISHED_SINGLE, "Single-task training (D Table 2)"),
                               ("joint", PUBLISHED_JOINT, "Joint training (D Table 10)")]:
         res = load_json(os.path.join(args.out_dir, f"results_{setup}.json"))

@@ -10,8 +10,8 @@
 # single-task models; joint training uses babi_report's --joint-embed-dim, 50), T_EMBED_DIM (empty:
 # the same δ for t-MEM-NN),
 # TYING (adjacent), EMPTY_MEMORIES (attend), RANDOM_NOISE (0), LINEAR_START (20 epochs),
-# T_DIVERGENCE (tied), PRIOR_DOF (10), ESCORT_SAMPLER (gamma; polar: the same distribution,
-# faster on CPU, see README), DIVERGENCE_WEIGHT (0.001: single task), JOINT_DIVERGENCE_WEIGHT
+# T_DIVERGENCE (tied), PRIOR_DOF (10), ESCORT_SAMPLER (polar; gamma: the same distribution
+# by torch.distributions' construction, slower on CPU, see README), DIVERGENCE_WEIGHT (0.001: single task), JOINT_DIVERGENCE_WEIGHT
 # (0.1: joint), EXTRA ("") more babi_report options.
 # The defaults are the protocol of benchmarks/babi_RESULTS.md: adjacent tying, the empty slots of
 # the 50-slot memory taking part in the softmax (as in the seed's code; masking them leaves task 6
@@ -68,7 +68,7 @@ EMPTY_MEMORIES="${EMPTY_MEMORIES:-attend}"
 RANDOM_NOISE="${RANDOM_NOISE:-0}"
 LINEAR_START="${LINEAR_START:-20}"
 PRIOR_DOF="${PRIOR_DOF:-10}"
-ESCORT_SAMPLER="${ESCORT_SAMPLER:-gamma}"
+ESCORT_SAMPLER="${ESCORT_SAMPLER:-polar}"
 EXTRA="${EXTRA:-}"
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"

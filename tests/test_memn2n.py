@@ -191,11 +191,11 @@ def test_t_divergence_criterion_scaling_and_logs():
         TDivergenceCriterion(_Task(900), "seed", divergence_weight=-1.0)
 
 
-@pytest.mark.parametrize("arch", ["memn2n", "t_memn2n_polar"])
+@pytest.mark.parametrize("arch", ["memn2n", "t_memn2n_polar", "t_memn2n_gamma"])
 def test_memn2n_learns_babi_task1(shared_data, arch):
     """Task 1 (en, 900 train) to >= 95% test accuracy: 12 epochs of Adam, about 400 updates.
-    t_memn2n_polar: t-MEM-NN with the polar escort sampler, ``tied`` divergence, β = 0.001,
-    evaluated with S = 10 draws."""
+    t_memn2n_<sampler>: t-MEM-NN with that escort sampler (the criterion's fused draw +
+    divergence node), ``tied`` divergence, β = 0.001, evaluated with S = 10 draws."""
     from fairseq_acvi.tasks.babi_qa import BabiQAConfig, BabiQATask
     folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
     task = BabiQATask.setup_task(BabiQAConfig(data=str(folder), babi_tasks="1"))
@@ -206,8 +206,9 @@ def test_memn2n_learns_babi_task1(shared_data, arch):
         model = MemN2NModel.build_model(MemN2NConfig(), task)
         crit = QACrossEntropyCriterion(task)
     else:
-        model = TMemN2NModel.build_model(TMemN2NConfig(escort_sampler="polar"), task)
-        assert model.posterior.sampler == "polar"
+        sampler = arch.split("_")[-1]
+        model = TMemN2NModel.build_model(TMemN2NConfig(escort_sampler=sampler), task)
+        assert model.posterior.sampler == sampler
         crit = TDivergenceCriterion(task, "tied", 0.001)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     tr = task.datasets["train"]

@@ -194,8 +194,12 @@ def test_polar_draw_is_finite_at_the_edges():
     nu = torch.tensor([1e-3, 1.0, 1.6e5], dtype=torch.float32).view(3, 1)
     e = torch.tensor([1e-20, 1.0, 17.0], dtype=torch.float32).view(1, 3)
     c = torch.ones(1, 3)
-    out, zr, x = _polar_forward(torch.zeros(3, 3), torch.ones(3, 3), nu, c, e)
-    m = _polar_nu_weight(x, nu)
+    out, zr, x, em = _polar_forward(torch.zeros(3, 3), torch.ones(3, 3), nu, c, e)
+    m = _polar_nu_weight(x, nu, em)
+    assert torch.equal(m, _polar_nu_weight(x, nu))
+    # against the definition x / (2(ν+2)(1 − e^{−x})) in float64
+    x64, nu64 = x.double(), nu.double()
+    assert torch.allclose(m.double(), x64 / (2 * (nu64 + 2) * -torch.expm1(-x64)), rtol=1e-6)
     for v in (out, zr, x, m):
         assert torch.isfinite(v).all()
     assert torch.allclose(m[:, 0], 1 / (2 * (nu[:, 0] + 2)), rtol=1e-5)
@@ -325,3 +329,71 @@ def test_posterior_fused_divergence_equals_generic_path(mode):
         for a, b in zip(g_got, g_ref):
             assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
         assert g_got[0][:, 1].abs().max() == 0 and g_got[2][:2].abs().min() > 0
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("mode,prior", [("seed", 10.0), ("seed", 3.0), ("tied", 10.0)])
+def test_draw_and_divergence_in_one_node_equal_the_two_nodes(sampler, mode, prior):
+    """The training step's fused node (draw + divergence, StudentTMatrices.fused_divergence)
+    gives the values and summed gradients of the separate draw and divergence nodes, for any
+    weighting of the two outputs, and each output alone."""
+    post = _random_posterior()
+    post.set_sampler(sampler)
+    params = [post.mu, post.rho, post.log_nu]
+    w = torch.randn(3, 6, 4, dtype=torch.float64)
+    for a, b in [(1.0, 0.37), (1.0, 0.0), (0.0, 1.0)]:
+        torch.manual_seed(7)
+        ref_draw = post.sample()
+        ref_div = post.divergence(prior, mode)
+        g_ref = torch.autograd.grad(a * (ref_draw * w).sum() + b * ref_div, params,
+                                    allow_unused=True)
+        torch.manual_seed(7)
+        with post.fused_divergence(prior, mode) as slot:
+            draw = post.sample()
+            assert post.sample() is not None and len(slot.value) == 1   # only the first fuses
+        assert post._divergence_slot is None and post.sample().grad_fn.name() == "_PosteriorDrawBackward"
+        div = slot.value[0]
+        assert draw.grad_fn.name() == "_PosteriorStepBackward"
+        assert torch.equal(draw, ref_draw) and div.dtype == torch.float32
+        assert div.item() == pytest.approx(ref_div.item(), rel=1e-7)
+        terms = ([a * (draw * w).sum()] if a else []) + ([b * div] if b else [])
+        g = torch.autograd.grad(sum(terms), params, allow_unused=True)
+        for x, y in zip(g, g_ref):
+            assert torch.allclose(x, y, rtol=1e-6, atol=1e-9 * max(1.0, y.abs().max().item()))
+        assert g[2][2] == 0 and g[2][:2].abs().min() > 0         # clamped log ν: no gradient
+
+
+def test_fused_divergence_slot_stays_empty_for_exact_and_evaluation_draws():
+    post = _random_posterior()
+    with post.fused_divergence(10.0, "exact") as slot:
+        post.sample()
+    assert slot.value == [] and post._divergence_slot is None
+    with post.fused_divergence(10.0, "tied") as slot:
+        post.sample(3)                                   # S draws (evaluation): not fused
+    assert slot.value == []
+
+
+def test_python_digamma_matches_torch():
+    from fairseq_acvi.modules.student_t import _digamma
+    xs = [1e-3, 0.05, 0.5, 1.0, 2.5, 9.99, 10.0, 57.0, 1e4]
+    ref = torch.digamma(torch.tensor(xs, dtype=torch.float64)).tolist()
+    for x, r in zip(xs, ref):
+        assert _digamma(x) == pytest.approx(r, rel=1e-13, abs=1e-13)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_fused_step_in_half_precision(sampler):
+    """Half parameters (--fp16 / --memory-efficient-fp16): the fused draw + divergence computes
+    in float32, returns the draw in half and a float32 divergence, and half gradients."""
+    torch.manual_seed(0)
+    post = StudentTMatrices(3, 6, 4, sigma_init=0.05, zero_rows=(1,), sampler=sampler).half()
+    with post.fused_divergence(10.0, "tied") as slot:
+        x = post.sample()
+    assert x.dtype == torch.float16 and slot.value[0].dtype == torch.float32
+    ref = StudentTMatrices(3, 6, 4, zero_rows=(1,)).to(torch.float32)
+    ref.load_state_dict({k: v.float() for k, v in post.state_dict().items()})
+    assert slot.value[0].item() == pytest.approx(ref.divergence(10.0, "tied").item(), rel=1e-5)
+    ((x.float() ** 2).sum() + slot.value[0] * 1e-3).backward()
+    for p in (post.mu, post.rho, post.log_nu):
+        assert p.grad.dtype == torch.float16 and torch.isfinite(p.grad).all()
+    assert (post.log_nu.grad != 0).all() and post.mu.grad[:, 1].abs().max() == 0

@@ -54,9 +54,14 @@ class TDivergenceCriterion(FairseqCriterion):
         return model.posterior.divergence(model.prior_dof, self.mode)
 
     def forward(self, model, sample, reduce=True):
-        nll, correct, _ = answer_nll_and_correct(model, sample)
+        if not hasattr(model, "posterior"):
+            self.divergence(model)                       # raises the explanatory error
+        # a training forward draws once: the divergence is computed with that draw, in one
+        # autograd node (same value and gradients; StudentTMatrices.fused_divergence)
+        with model.posterior.fused_divergence(model.prior_dof, self.mode) as slot:
+            nll, correct, _ = answer_nll_and_correct(model, sample)
         n = sample["target"].numel()
-        div = self.divergence(model)
+        div = slot.value[0] if slot.value else self.divergence(model)
         train_size = getattr(self.task, "train_size", None)
         if not train_size:
             raise ValueError("t_divergence: the task does not report its training-set size")

@@ -279,11 +279,11 @@ class TMemN2NConfig(MemN2NConfig):
     sigma_init: float = field(default=0.01, metadata={"help": "initial posterior σ"})
     mc_samples: str = field(default="10", metadata={
         "help": "posterior draws averaged at evaluation: an integer ≥ 1, or 0 / 'mean' (use μ)"})
-    escort_sampler: SAMPLER = field(default="gamma", metadata={
+    escort_sampler: SAMPLER = field(default="polar", metadata={
         "help": "construction of the escort draws (same distribution, unbiased gradients): "
-                "gamma = torch.distributions.StudentT's chi-square draw (gradient to ν through "
-                "the Gamma); polar = Bailey's polar method in closed form (no Gamma draw, "
-                "several times cheaper on CPU)"})
+                "polar = Bailey's polar method in closed form (no Gamma draw, several times "
+                "cheaper on CPU); gamma = torch.distributions.StudentT's chi-square draw "
+                "(gradient to ν through the Gamma)"})
 
 
 class TMemN2NModel(MemN2NModel):
@@ -299,7 +299,7 @@ class TMemN2NModel(MemN2NModel):
         self.names = self.embedding_names()
         self.posterior = StudentTMatrices(len(self.names), self.vocab, self.dim, c.init_std,
                                           c.sigma_init, c.nu_init, zero_rows=(self.pad,),
-                                          sampler=str(getattr(c, "escort_sampler", "gamma")))
+                                          sampler=str(getattr(c, "escort_sampler", "polar")))
         self.prior_dof = float(c.prior_dof)
         self.set_mc_samples(c.mc_samples)
 

@@ -79,6 +79,10 @@ def test_report_end_to_end(tmp_path, shared_data):
     assert re.search(r"\| 2: two supporting facts \| 84 \| [\d.]+ \| 77 \| [\d.]+ \| 84 \|", md)
     assert re.search(r"\| 2: two supporting facts \| 86 \| [\d.]+ \| 61 \| [\d.]+ \| 79 \|", md)
     assert "β=0.01 (joint: 0.5)" in md
+    # the selection table: chosen runs of the single setup (2 tasks) per column
+    chosen = [single[f"memn2n|{t}"]["test"]["memn2n"][str(t)] for t in (1, 2)]
+    assert re.search(r"^\| MemN2N \(2 tasks\) \| %d / %.1f \|" % (
+        sum(a >= 95 for a in chosen), sum(chosen) / 2), md, re.M)
     # per-hop attention for task 1, test question 0, with the data's supporting fact
     att = md.split("### Task 1, test question 0")[1]
     assert "supporting facts:" in att.split("\n\n")[2]
@@ -231,3 +235,15 @@ def test_recipe_script_runs_and_passes_its_options(tmp_path, shared_data):
     assert results["t_memn2n|3"]["escort_sampler"] == "gamma"           # not the default
     md = (out / "babi_report.md").read_text()
     assert "t-MEM-NN: best of 1 runs per task by validation (seeds 1-1), δ 7, escort sampler gamma" in md
+
+
+def test_selection_table_compares_the_rules_and_the_mean_over_seeds():
+    def run(seed, valid, acc, nll):
+        return {"seed": seed, "valid": valid, "valid_nll": nll, "test": {"memn2n": {"3": acc}}}
+    runs = [run(1, 90.0, 80.0, 0.2), run(2, 90.0, 96.0, 0.05), run(3, 50.0, 40.0, 0.9)]
+    res = {"memn2n|3": {**runs[1], "runs": runs},
+           "memn2n|1,2": {**runs[0], "runs": [runs[0]]}}        # joint keys are left out
+    lines = babi_report.selection_table(res)
+    assert lines[-1] == "| MemN2N (1 tasks) | 1 / 96.0 | 0 / 80.0 | 0 / 72.0 |"
+    # results from before runs recorded their test accuracy: no table
+    assert babi_report.selection_table({"memn2n|3": {**runs[1], "runs": [{"seed": 1, "valid": 9}]}}) == []

@@ -1,6 +1,7 @@
 """Speed of the bAbI memory networks (METHOD §4.2 cost claims; D §6.4.4), as ratios measured side by side.
 
     python benchmarks/bench_babi.py [--data PATH/en] [--task 1] [--repeats 7] [--updates 40] [--joint]
+    python benchmarks/bench_babi.py --posterior-only
 
 Prints medians over ``--repeats`` interleaved repetitions of:
 
@@ -303,6 +304,39 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     return med
 
 
+def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: int = 100):
+    """The t-MEM-NN training step's own work at one size: escort draw + `tied` divergence,
+    forward and backward, as two autograd nodes (``sample`` then ``divergence``) and as the one
+    node the criterion runs (``fused_divergence``); medians of interleaved repeats, in ms."""
+    from fairseq_acvi.modules.student_t import StudentTMatrices
+    res = {}
+    for sampler in ("polar", "gamma"):
+        post = StudentTMatrices(4, vocab, dim, zero_rows=(1,), sampler=sampler)
+        w = torch.randn(4, vocab, dim)
+
+        def separate():
+            (post.sample() * w).sum().add(post.divergence(10.0, "tied") * 1e-6).backward()
+
+        def fused():
+            with post.fused_divergence(10.0, "tied") as slot:
+                draw = post.sample()
+            (draw * w).sum().add(slot.value[0] * 1e-6).backward()
+        times = {"separate": [], "fused": []}
+        for fn in (separate, fused):
+            for _ in range(10):
+                fn()
+        for _ in range(repeats):
+            for name, fn in (("separate", separate), ("fused", fused)):
+                times[name].append(median_ms(fn, steps))
+        res[sampler] = {k: statistics.median(v) for k, v in times.items()}
+    print(f"t-MEM-NN draw + divergence, forward and backward, 4 x {vocab} x {dim} "
+          f"(medians of {repeats} interleaved repeats of {steps}):")
+    for sampler, r in res.items():
+        print(f"  {sampler:6s} two nodes {r['separate']:.3f} ms, one node {r['fused']:.3f} ms "
+              f"({r['fused'] / r['separate']:.2f}x)")
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=os.environ.get("BABI_DATA", DEFAULT_DATA))
@@ -322,10 +356,17 @@ def main():
                     help="also measure the realistic joint setting: all 20 tasks, d = 50, "
                          "random batches of 32, 1000 strided test questions")
     ap.add_argument("--joint-only", action="store_true", help="measure only the joint setting")
+    ap.add_argument("--posterior-only", action="store_true",
+                    help="measure only the t-MEM-NN draw + divergence step, two autograd nodes "
+                         "against the fused one, at task 1's and the joint dictionary's sizes")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import fairseq_acvi  # noqa: F401
 
+    if args.posterior_only:
+        for v in (23, 178):                      # task 1's and the joint dictionary's sizes
+            measure_posterior_step(v)
+        return
     if not args.joint_only:
         measure(args, args.task, embed_dim=args.embed_dim)
     if args.joint or args.joint_only:

@@ -247,3 +247,13 @@ def test_selection_table_compares_the_rules_and_the_mean_over_seeds():
     assert lines[-1] == "| MemN2N (1 tasks) | 1 / 96.0 | 0 / 80.0 | 0 / 72.0 |"
     # results from before runs recorded their test accuracy: no table
     assert babi_report.selection_table({"memn2n|3": {**runs[1], "runs": [{"seed": 1, "valid": 9}]}}) == []
+
+
+def test_sigma_init_reaches_the_t_memn2n_posterior(shared_data):
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    task = babi_report.make_task(str(folder), "1")
+    for value in (0.01, 0.05):
+        args = babi_report.build_parser().parse_args(
+            ["--data", str(folder), "--embed-dim", "6", "--sigma-init", str(value)])
+        model, _ = babi_report.make_model(task, "t_memn2n", args)
+        assert model.posterior.sigma.median().item() == pytest.approx(value, rel=1e-3)

@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "linear start); validation selection only considers later epochs")
     p.add_argument("--t-divergence", default="seed", choices=["seed", "exact", "tied"])
     p.add_argument("--prior-dof", type=float, default=10.0)
+    p.add_argument("--sigma-init", type=float, default=0.01,
+                   help="t-MEM-NN's initial posterior σ (TMemN2NConfig.sigma_init)")
     p.add_argument("--escort-sampler", default="polar", choices=list(SAMPLERS),
                    help="t-MEM-NN escort draw construction (same distribution; polar is faster)")
     p.add_argument("--divergence-weight", type=float, default=1.0,
@@ -154,6 +156,7 @@ def make_model(task, arch: str, args):
     cfg = TMemN2NConfig(embed_dim=t_embed_dim(args), hops=args.hops, tying=args.tying,
                         random_noise=args.random_noise, empty_memories=args.empty_memories,
                         prior_dof=args.prior_dof, escort_sampler=args.escort_sampler,
+                        sigma_init=getattr(args, "sigma_init", 0.01),
                         linear_start_epochs=args.linear_start_epochs)
     return TMemN2NModel.build_model(cfg, task), TDivergenceCriterion(task, args.t_divergence,
                                                                    args.divergence_weight)
@@ -261,6 +264,7 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
         info["nu"] = {k: float(v.detach()) for k, v in model.nus().items()}
         info["divergence_weight"] = args.divergence_weight
         info["escort_sampler"] = model.posterior.sampler
+        info["sigma_init"] = model.cfg.sigma_init
     return model, info
 
 
@@ -609,7 +613,8 @@ def render(args):
            f"δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
            f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
            f"{args.linear_start_epochs} epochs, t-divergence `{args.t_divergence}`, prior ν="
-           f"{args.prior_dof}, escort sampler `{args.escort_sampler}`, divergence weight "
+           f"{args.prior_dof}, initial σ {args.sigma_init}, escort sampler `{args.escort_sampler}`, "
+           f"divergence weight "
            f"β={args.divergence_weight} (joint: "
            f"{setup_args('joint', args).divergence_weight}); best of {args.seeds} "
            f"seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}; joint: "

@@ -188,11 +188,6 @@ def predict(model, dataset, samples: Optional[int] = None, batch: int = 500, see
     return torch.cat(preds)
 
 
-def accuracy(model, dataset, samples=None) -> float:
-    pred = predict(model, dataset, samples)
-    return 100.0 * (pred == dataset.tensors["answer"]).float().mean().item()
-
-
 def validation_score(model, dataset, samples=None) -> Tuple[float, float]:
     """(accuracy %, NLL in nats per question) on a validation set: the selection signal.
 

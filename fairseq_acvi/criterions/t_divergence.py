@@ -46,19 +46,22 @@ class TDivergenceCriterion(FairseqCriterion):
         if self.mode not in DIVERGENCES:
             raise ValueError(f"--t-divergence must be one of {DIVERGENCES}, got {self.mode!r}")
 
-    def divergence(self, model) -> torch.Tensor:
-        """Σ_Θ D_t(q(Θ) ‖ p(Θ)), scalar float32."""
+    @staticmethod
+    def posterior(model):
+        """The model's StudentTMatrices, or a clear error for a model without one."""
         if not hasattr(model, "posterior"):
             raise ValueError("criterion t_divergence needs a model with Student-t posteriors "
                              "(--arch t_memn2n); use --criterion qa_cross_entropy for memn2n")
-        return model.posterior.divergence(model.prior_dof, self.mode)
+        return model.posterior
+
+    def divergence(self, model) -> torch.Tensor:
+        """Σ_Θ D_t(q(Θ) ‖ p(Θ)), scalar float32."""
+        return self.posterior(model).divergence(model.prior_dof, self.mode)
 
     def forward(self, model, sample, reduce=True):
-        if not hasattr(model, "posterior"):
-            self.divergence(model)                       # raises the explanatory error
         # a training forward draws once: the divergence is computed with that draw, in one
         # autograd node (same value and gradients; StudentTMatrices.fused_divergence)
-        with model.posterior.fused_divergence(model.prior_dof, self.mode) as slot:
+        with self.posterior(model).fused_divergence(model.prior_dof, self.mode) as slot:
             nll, correct, _ = answer_nll_and_correct(model, sample)
         n = sample["target"].numel()
         div = slot.value[0] if slot.value else self.divergence(model)

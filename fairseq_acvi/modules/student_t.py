@@ -409,12 +409,16 @@ class _SeedTerms:
     (Ψ_ql = e·σ_l^a, N = Σ_l w_l): the same sum as :func:`t_divergence_seed`, with the ν-only
     factors computed once per matrix (Python floats, float64) instead of per element.
     ``prior_dof`` None ties ν_p = ν_q (``tied``). mu, sigma (n, V, d) values (no graph), log_nu
-    (n,), keep (V, 1), n_keep = N. ``grads`` gives dD/dμ, dD/dσ and dD/dlog ν by hand (digamma
+    (n,), keep (V, 1), n_keep = N; built by :meth:`compute`. ``grads`` gives dD/dμ, dD/dσ and dD/dlog ν by hand (digamma
     for ν).
     """
 
-    def __init__(self, mu: Tensor, sigma: Tensor, log_nu: Tensor, keep: Tensor, n_keep: float,
-                 prior_dof: Optional[float]):
+    @classmethod
+    def compute(cls, mu: Tensor, sigma: Tensor, log_nu: Tensor, keep: Tensor, n_keep: float,
+                prior_dof: Optional[float]) -> Tuple["_SeedTerms", Tensor, Tensor]:
+        """The terms (per-matrix Python scalars and the value D; no tensors kept) and the two
+        per-element tensors the backward needs, log σ and w·σ^a (for ctx.save_for_backward)."""
+        self = cls()
         nu, dnu = _nu_values(log_nu)
         a = [2 / (v + 1) for v in nu]
         c = [_log_c(v) for v in nu]
@@ -426,9 +430,9 @@ class _SeedTerms:
         else:
             p = [float(prior_dof)] * len(nu)
             P = [math.exp(-2 / (p[0] + 1) * _log_c(p[0]))] * len(nu)
-        self.log_sigma = torch.log(sigma)
-        self.pw = torch.exp(self.log_sigma * _column(a, sigma)).mul_(keep)     # w·σ^a
-        S1 = self.pw.sum((1, 2)).tolist()
+        log_sigma = torch.log(sigma)
+        pw = torch.exp(log_sigma * _column(a, sigma)).mul_(keep)                 # w·σ^a
+        S1 = pw.sum((1, 2)).tolist()
         S2 = torch.addcmul(sigma * sigma, mu, mu).mul_(keep).sum((1, 2)).tolist()
         self.inner = [Bi * s1 - Pi * (n_keep + s2 / pi)
                       for Bi, s1, Pi, s2, pi in zip(B, S1, P, S2, p)]
@@ -436,14 +440,7 @@ class _SeedTerms:
         self.nu, self.dnu, self.a, self.c, self.e, self.inv = nu, dnu, a, c, e, inv
         self.B, self.P, self.p, self.S1, self.S2 = B, P, p, S1, S2
         self.n_keep, self.tied = n_keep, prior_dof is None
-
-    def tensors(self) -> Tuple[Tensor, Tensor]:
-        """The per-element tensors the backward needs (to save on the autograd ctx)."""
-        return self.log_sigma, self.pw
-
-    def release(self):
-        """Drop the tensor references (the ctx holds the saved ones)."""
-        self.log_sigma = self.pw = None
+        return self, log_sigma, pw
 
     def grads(self, gd: float, mu: Tensor, sigma: Tensor, log_sigma: Tensor, pw: Tensor,
               keep: Tensor, need_mu: bool, need_sigma: bool, need_nu: bool):
@@ -481,9 +478,8 @@ class _SeedDivergence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, mu, rho, log_nu, keep, n_keep, prior_dof, sigma):
-        terms = _SeedTerms(mu, sigma, log_nu, keep, n_keep, prior_dof)
-        ctx.save_for_backward(mu, rho, sigma, keep, *terms.tensors())
-        terms.release()
+        terms, log_sigma, pw = _SeedTerms.compute(mu, sigma, log_nu, keep, n_keep, prior_dof)
+        ctx.save_for_backward(mu, rho, sigma, keep, log_sigma, pw)
         ctx.terms = terms
         return torch.tensor(terms.value, dtype=torch.float32, device=mu.device)
 
@@ -517,9 +513,8 @@ class _PosteriorStep(torch.autograd.Function):
     def forward(ctx, mu, rho, log_nu, keep, n_keep, prior_dof, nu3, sampler, *noise):
         sigma = _sigma_from(rho)
         out, zr, extra = _draw_forward(mu, sigma, nu3, keep, sampler, noise)
-        terms = _SeedTerms(mu, sigma, log_nu, keep, n_keep, prior_dof)
-        ctx.save_for_backward(mu, rho, sigma, keep, zr, *terms.tensors(), *extra)
-        terms.release()
+        terms, log_sigma, pw = _SeedTerms.compute(mu, sigma, log_nu, keep, n_keep, prior_dof)
+        ctx.save_for_backward(mu, rho, sigma, keep, zr, log_sigma, pw, *extra)
         ctx.terms, ctx.sampler, ctx.n_noise = terms, sampler, len(noise)
         ctx.set_materialize_grads(False)
         return out, torch.tensor(terms.value, dtype=torch.float32, device=mu.device)

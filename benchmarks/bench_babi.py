@@ -2,6 +2,7 @@
 
     python benchmarks/bench_babi.py [--data PATH/en] [--task 1] [--repeats 7] [--updates 40] [--joint]
     python benchmarks/bench_babi.py --posterior-only
+    python benchmarks/bench_babi.py --device cuda --joint     # on a GPU machine
 
 Prints medians over ``--repeats`` interleaved repetitions of:
 
@@ -65,8 +66,8 @@ class PlainMemN2N(nn.Module):
 
     def pe(self, tok):
         J = tok.ne(self.pad).sum(-1, keepdim=True).clamp(min=1).float()
-        j = torch.arange(1, tok.size(-1) + 1).float()
-        k = torch.arange(1, self.dim + 1).float()
+        j = torch.arange(1, tok.size(-1) + 1, device=tok.device).float()
+        k = torch.arange(1, self.dim + 1, device=tok.device).float()
         l = (1 - j / J).unsqueeze(-1) - (k / self.dim) * (1 - 2 * j / J).unsqueeze(-1)
         return l * tok.ne(self.pad).unsqueeze(-1)
 
@@ -74,7 +75,7 @@ class PlainMemN2N(nn.Module):
         B, M, _ = story.shape
         pe_s = self.pe(story)
         mask = story.ne(self.pad).any(-1)
-        t = torch.arange(M).expand(B, M)
+        t = torch.arange(M, device=story.device).expand(B, M)
 
         def mem(E, T):
             return (E(story) * pe_s).sum(-2) + T(t)
@@ -114,10 +115,18 @@ def plain_from_plugin(model) -> PlainMemN2N:
     return plain
 
 
+def _sync():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def median_ms(fn, n):
+    """Mean ms per call of ``fn`` over ``n`` calls (GPU work finished before and after)."""
+    _sync()
     t = time.perf_counter()
     for _ in range(n):
         fn()
+    _sync()
     return 1000 * (time.perf_counter() - t) / n
 
 
@@ -141,6 +150,13 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     from fairseq_acvi.models.memn2n import MemN2NConfig, MemN2NModel, TMemN2NConfig, TMemN2NModel
     from fairseq_acvi.tasks.babi_qa import BabiQAConfig, BabiQATask
 
+    from fairseq.utils import apply_to_sample
+
+    dev = torch.device(args.device)
+
+    def to_dev(sample):
+        return apply_to_sample(lambda t: t.to(dev, non_blocking=True), sample)
+
     task = BabiQATask.setup_task(BabiQAConfig(data=args.data, babi_tasks=babi_tasks))
     for split in ("train", "test"):
         task.load_dataset(split)
@@ -152,7 +168,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     else:
         bs = batch_size or math.ceil(len(tr) / 32)
         index_sets = [list(range(i, min(i + bs, len(tr)))) for i in range(0, len(tr), bs)]
-    batches = [tr.collater(ix) for ix in index_sets]
+    batches = [to_dev(tr.collater(ix)) for ix in index_sets]
     test_ids = list(range(len(te)))
     if eval_questions and eval_questions < len(te):
         test_ids = test_ids[::len(te) // eval_questions][:eval_questions]
@@ -177,11 +193,11 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     torch.manual_seed(0)
     model_opts = dict(embed_dim=embed_dim, tying=args.tying, empty_memories=args.empty_memories,
                       random_noise=args.random_noise)
-    mem = MemN2NModel.build_model(MemN2NConfig(**model_opts), task).train()
-    tm = TMemN2NModel.build_model(TMemN2NConfig(**model_opts), task).train()
+    mem = MemN2NModel.build_model(MemN2NConfig(**model_opts), task).to(dev).train()
+    tm = TMemN2NModel.build_model(TMemN2NConfig(**model_opts), task).to(dev).train()
     other = "polar" if tm.posterior.sampler == "gamma" else "gamma"
     tm_other = TMemN2NModel.build_model(TMemN2NConfig(escort_sampler=other, **model_opts),
-                                        task).train()
+                                        task).to(dev).train()
     step_m = loop(mem, QACrossEntropyCriterion(task), make_opt(mem.parameters()))
     step_t = loop(tm, TDivergenceCriterion(task, args.t_divergence, 0.001),
                   make_opt(tm.parameters()))
@@ -192,9 +208,9 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
 
     plain = PlainMemN2N(len(task.dictionary), dim=embed_dim, mem=task.cfg.memory_size,
                         pad=task.dictionary.pad(), tying=args.tying,
-                        attend_empty=args.empty_memories == "attend")
+                        attend_empty=args.empty_memories == "attend").to(dev)
     popt = make_opt(plain.parameters())
-    story, query, answer = tr.tensors["story"], tr.tensors["query"], tr.tensors["answer"]
+    story, query, answer = (tr.tensors[k].to(dev) for k in ("story", "query", "answer"))
     pstate = {"i": 0}
 
     def step_plain():
@@ -204,7 +220,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
             b = batches[i]
             lp, target = plain(b["net_input"]["story"], b["net_input"]["query"]), b["target"]
         else:
-            idx = torch.tensor(index_sets[i])
+            idx = torch.tensor(index_sets[i], device=dev)
             lp, target = plain(story[idx], query[idx]), answer[idx]
         loss = F.nll_loss(lp, target)
         popt.zero_grad(set_to_none=True)
@@ -221,7 +237,8 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         "--random-noise", str(args.random_noise),
         "--criterion", "qa_cross_entropy",
         "--optimizer", args.fairseq_optimizer, "--lr", "0.01", "--clip-norm", "40", "--batch-size", str(bs),
-        "--cpu", "--required-batch-size-multiple", "1", "--no-progress-bar"])
+        "--required-batch-size-multiple", "1", "--no-progress-bar"]
+        + (["--cpu"] if dev.type == "cpu" else []))
     cfg = convert_namespace_to_omegaconf(fargs)
     ftask = ftasks.setup_task(cfg.task)
     ftask.load_dataset("train")
@@ -242,7 +259,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         def run():
             with torch.no_grad():
                 for i in range(0, len(test_ids), 32):
-                    tm(**te.collater(test_ids[i:i + 32])["net_input"])
+                    tm(**to_dev(te.collater(test_ids[i:i + 32]))["net_input"])
         return run
 
     eval1, eval10 = evaluate(1), evaluate(10)
@@ -252,7 +269,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     from fairseq.optim.adam import Adam as FairseqAdamLoop
 
     def opt_step(kind):
-        ps = [nn.Parameter(p.detach().clone()) for p in mem.parameters()]
+        ps = [nn.Parameter(p.detach().clone()) for p in mem.parameters()]     # on args.device
         for p in ps:
             p.grad = torch.randn_like(p)
         opt = FairseqAdamLoop(ps, lr=0.01) if kind == "fairseq" else make_opt(ps)
@@ -286,7 +303,8 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
           f"{tm.posterior.sampler} (t_memn2n_{other}: the other one), fairseq --optimizer "
           f"{args.fairseq_optimizer}; "
           f"medians of {args.repeats} interleaved repeats ({args.updates} updates each); "
-          f"torch threads {args.threads}")
+          f"torch threads {args.threads}, device {dev}"
+          f"{' (' + torch.cuda.get_device_name(dev) + ')' if dev.type == 'cuda' else ''}")
     for k, v in med.items():
         unit = (f"ms per test pass ({len(test_ids)} q, batches of 32)" if k.startswith("eval")
                 else "ms per optimizer step (memn2n parameters)" if k.startswith("adam")
@@ -304,15 +322,16 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     return med
 
 
-def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: int = 100):
+def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: int = 100,
+                           device: str = "cpu"):
     """The t-MEM-NN training step's own work at one size: escort draw + `tied` divergence,
     forward and backward, as two autograd nodes (``sample`` then ``divergence``) and as the one
     node the criterion runs (``fused_divergence``); medians of interleaved repeats, in ms."""
     from fairseq_acvi.modules.student_t import StudentTMatrices
     res = {}
     for sampler in ("polar", "gamma"):
-        post = StudentTMatrices(4, vocab, dim, zero_rows=(1,), sampler=sampler)
-        w = torch.randn(4, vocab, dim)
+        post = StudentTMatrices(4, vocab, dim, zero_rows=(1,), sampler=sampler).to(device)
+        w = torch.randn(4, vocab, dim, device=device)
 
         def separate():
             (post.sample() * w).sum().add(post.divergence(10.0, "tied") * 1e-6).backward()
@@ -329,7 +348,7 @@ def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: i
             for name, fn in (("separate", separate), ("fused", fused)):
                 times[name].append(median_ms(fn, steps))
         res[sampler] = {k: statistics.median(v) for k, v in times.items()}
-    print(f"t-MEM-NN draw + divergence, forward and backward, 4 x {vocab} x {dim} "
+    print(f"t-MEM-NN draw + divergence, forward and backward, 4 x {vocab} x {dim} on {device} "
           f"(medians of {repeats} interleaved repeats of {steps}):")
     for sampler, r in res.items():
         print(f"  {sampler:6s} two nodes {r['separate']:.3f} ms, one node {r['fused']:.3f} ms "
@@ -344,6 +363,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--updates", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (every loop and the data on it)")
     ap.add_argument("--fairseq-optimizer", default="torch_adam", choices=["torch_adam", "adam"],
                     help="the fairseq path's --optimizer (adam: fairseq's own per-tensor loop)")
     ap.add_argument("--embed-dim", type=int, default=50, help="δ of the single-task measurement")
@@ -365,7 +385,7 @@ def main():
 
     if args.posterior_only:
         for v in (23, 178):                      # task 1's and the joint dictionary's sizes
-            measure_posterior_step(v)
+            measure_posterior_step(v, device=args.device)
         return
     if not args.joint_only:
         measure(args, args.task, embed_dim=args.embed_dim)

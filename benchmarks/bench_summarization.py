@@ -14,6 +14,7 @@ Timings are interleaved (order rotates each round) and reported as medians.
 
     python benchmarks/bench_summarization.py [--rounds 5] [--batch 8] [--src-len 200]
         [--tgt-len 40] [--vocab 20000] [--markers 400] [--beam 5] [--decode-batch 4]
+        [--device cuda]
 """
 import argparse
 import datetime
@@ -51,14 +52,14 @@ def make_dict(V, markers):
     return d
 
 
-def build(d, variant, mc=10):
+def build(d, variant, mc=10, device="cpu"):
     args = argparse.Namespace(arch="acvi_pointer_generator_cnndm", context_inference=variant,
                               coverage=True, mc_samples=mc)
     base_architecture(args)   # the CNN/DM preset: 128-d embeddings, 256-d LSTMs, attention 512
-    return PointerGeneratorModel.build_model(args, _Task(d))
+    return PointerGeneratorModel.build_model(args, _Task(d)).to(device)
 
 
-def batch(d, B, N, T, markers, seed=0):
+def batch(d, B, N, T, markers, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     first = d.index("<unk-0>")
     src = torch.randint(d.nspecial, first, (B, N), generator=g)
@@ -68,7 +69,7 @@ def batch(d, B, N, T, markers, seed=0):
     tgt = torch.randint(d.nspecial, first, (B, T), generator=g)
     tgt[:, -1] = d.eos()
     prev = torch.cat([torch.full((B, 1), d.eos()), tgt[:, :-1]], 1)
-    return src, torch.full((B,), N), prev, tgt
+    return tuple(t.to(device) for t in (src, torch.full((B,), N), prev, tgt))
 
 
 
@@ -76,11 +77,11 @@ def batch(d, B, N, T, markers, seed=0):
 
 
 def bench_training(d, args):
-    data = batch(d, args.batch, args.src_len, args.tgt_len, args.markers)
+    data = batch(d, args.batch, args.src_len, args.tgt_len, args.markers, device=args.device)
     models = {}
     for v in ("soft", "acvi"):
         torch.manual_seed(0)
-        m = build(d, v)
+        m = build(d, v, device=args.device)
         m.train()
         models[v] = (m, torch.optim.Adam(m.parameters(), lr=1e-4))
         elbo_train_step(*models[v], *data)                                    # warm-up
@@ -95,9 +96,10 @@ def bench_training(d, args):
 
 def bench_decoding(d, args):
     torch.manual_seed(0)
-    model = build(d, "acvi")
+    model = build(d, "acvi", device=args.device)
     model.eval()
-    src, lengths, _, _ = batch(d, args.decode_batch, args.src_len, 2, args.markers, seed=1)
+    src, lengths, _, _ = batch(d, args.decode_batch, args.src_len, 2, args.markers, seed=1,
+                               device=args.device)
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
     gen = SequenceGenerator([model], d, beam_size=args.beam, max_len_a=0,
                             max_len_b=args.decode_len, min_len=args.decode_len)
@@ -153,11 +155,14 @@ def main():
     p.add_argument("--decode-batch", type=int, default=4)
     p.add_argument("--decode-len", type=int, default=20)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the timings; memory stays on CPU)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     d = make_dict(args.vocab, args.markers)
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, torch "
-          f"{torch.__version__}, threads {args.threads}, {' '.join(sys.argv[1:]) or 'defaults'}")
+          f"{torch.__version__}, threads {args.threads}, device {args.device}"
+          f"{' (' + torch.cuda.get_device_name() + ')' if args.device.startswith('cuda') else ''}, "
+          f"{' '.join(sys.argv[1:]) or 'defaults'}")
     print(f"# preset acvi_pointer_generator_cnndm with coverage; V={args.vocab} "
           f"({args.markers} markers), batch {args.batch}, N={args.src_len}, T={args.tgt_len}")
 

@@ -1,11 +1,20 @@
 """Helpers shared by the benchmark scripts (timing, one ELBO training step)."""
 import time
 
+import torch
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
 
 def timed(fn) -> float:
-    """Wall seconds of one call of ``fn()``."""
+    """Wall seconds of one call of ``fn()`` (queued GPU work finished before and after)."""
+    _sync()
     t0 = time.perf_counter()
     fn()
+    _sync()
     return time.perf_counter() - t0
 
 

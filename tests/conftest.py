@@ -8,7 +8,8 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# ../shared/data beside the checkout; ACVI_SHARED_DATA points elsewhere (e.g. a copy on a GPU machine)
+SHARED_DATA = Path(os.environ.get("ACVI_SHARED_DATA") or REPO.parent / "shared" / "data")
 USER_DIR = str(REPO / "fairseq_acvi")
 
 torch.set_num_threads(1)

@@ -1,0 +1,202 @@
+"""The CUDA paths: mixed precision through the real CLIs for every model family, and the
+t-MEM-NN training step's fused node on the GPU. Skipped where no GPU is present (CI has none);
+run them on a GPU machine with ``pytest -m cuda tests/test_cuda.py``.
+
+Mixed precision on CUDA means three fairseq modes: ``--fp16`` (half parameters with float32
+master weights), ``--memory-efficient-fp16`` (half parameters, no master copy) and ``--amp``
+(float32 parameters, autocast). Each must train without NaN (fairseq's loss scaler logged where
+it scales), keep the float32 parts float32 (KL, t-divergence, log-probabilities: the CPU tests
+check the dtypes), learn, save a checkpoint that loads weights-only, and decode or validate from it
+in the same mode.
+"""
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import USER_DIR, run_cli
+from test_summarization_cli import cnndm_bin  # noqa: F401  (fixture: the tiny CNN/DM data-bin)
+from test_video_captioner import msvd_tiny  # noqa: F401  (fixture: tiny MSVD with features)
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+PRECISIONS = ["--fp16", "--amp", "--memory-efficient-fp16"]
+
+
+def _logged(text, key):
+    return [float(v) for v in re.findall(rf"\| {key} (\S+)", text)]
+
+
+def _assert_finite(text, keys):
+    for key in keys:
+        vals = _logged(text, key)
+        assert vals, f"no {key} logged\n{text[-3000:]}"
+        assert all(np.isfinite(vals)), (key, vals)
+
+
+def _scaler_logged(text, precision):
+    """The fp16 modes log fairseq's dynamic loss scale."""
+    return re.search(r"\| loss_scale [0-9.]+", text) is not None
+
+
+# ----------------------------------------------------------------------------- t-MEM-NN step
+
+@pytest.mark.parametrize("sampler", ["polar", "gamma"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fused_posterior_step_on_cuda_equals_the_two_nodes(sampler, dtype):
+    """The criterion's one-node draw + ``tied`` divergence equals the separate draw and
+    divergence nodes on the GPU (same seed, values and summed gradients)."""
+    from fairseq_acvi.modules.student_t import StudentTMatrices
+    torch.manual_seed(0)
+    post = StudentTMatrices(3, 40, 16, sigma_init=0.05, zero_rows=(1,), sampler=sampler)
+    post = post.to("cuda", dtype)
+    params = [post.mu, post.rho, post.log_nu]
+    w = torch.randn(3, 40, 16, device="cuda", dtype=dtype)
+    torch.manual_seed(3)
+    ref_draw = post.sample()
+    ref_div = post.divergence(10.0, "tied")
+    g_ref = torch.autograd.grad((ref_draw * w).sum() + 0.3 * ref_div, params)
+    torch.manual_seed(3)
+    with post.fused_divergence(10.0, "tied") as slot:
+        draw = post.sample()
+    div = slot.value[0]
+    assert draw.is_cuda and div.is_cuda and div.dtype == torch.float32
+    assert torch.equal(draw, ref_draw)
+    assert div.item() == pytest.approx(ref_div.item(), rel=1e-6)
+    g = torch.autograd.grad((draw * w).sum() + 0.3 * div, params)
+    tol = 1e-9 if dtype == torch.float64 else 1e-4
+    for x, y in zip(g, g_ref):
+        assert torch.allclose(x, y, rtol=tol, atol=tol * max(1.0, y.abs().max().item()))
+    assert g[0][:, 1].abs().max() == 0 and (g[2] != 0).all()
+
+
+@pytest.mark.parametrize("sampler", ["polar", "gamma"])
+def test_fused_posterior_step_in_half_on_cuda(sampler):
+    from fairseq_acvi.modules.student_t import StudentTMatrices
+    torch.manual_seed(0)
+    post = StudentTMatrices(3, 40, 16, sigma_init=0.05, zero_rows=(1,), sampler=sampler).cuda().half()
+    with post.fused_divergence(10.0, "tied") as slot:
+        x = post.sample()
+    assert x.dtype == torch.float16 and slot.value[0].dtype == torch.float32
+    ((x.float() ** 2).sum() + slot.value[0] * 1e-3).backward()
+    for p in (post.mu, post.rho, post.log_nu):
+        assert p.grad.dtype == torch.float16 and torch.isfinite(p.grad).all()
+
+
+# ----------------------------------------------------------------------------- bAbI
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("arch,criterion", [("memn2n", ["--criterion", "qa_cross_entropy"]),
+                                            ("t_memn2n", ["--criterion", "t_divergence",
+                                                          "--t-divergence", "tied",
+                                                          "--divergence-weight", "0.001"])])
+def test_babi_task1_mixed_precision_learns_and_validates(shared_data, tmp_path, arch, criterion,
+                                                         precision):
+    """Task 1 in 15 epochs on the GPU in each mode: ≥ 90% test accuracy through
+    ``fairseq-validate --valid-subset test`` run in the same mode (t-MEM-NN with S = 10)."""
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    save = tmp_path / "ck"
+    res = run_cli("fairseq_cli.train", folder, "--user-dir", USER_DIR, "--task", "babi_qa",
+                  "--babi-tasks", "1", "--arch", arch, *criterion, "--optimizer", "adam",
+                  "--lr", "0.01", "--clip-norm", "40", "--batch-size", "32",
+                  "--required-batch-size-multiple", "1", "--max-epoch", "15", "--save-dir", save,
+                  "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "1",
+                  "--log-format", "simple", "--log-interval", "10", precision)
+    text = res.stdout + res.stderr
+    _assert_finite(text, ["loss"] + (["nu_A", "nu_B", "nu_C"] if arch == "t_memn2n" else []))
+    assert precision == "--amp" or _scaler_logged(text, precision), text[-3000:]
+    val = run_cli("fairseq_cli.validate", folder, "--user-dir", USER_DIR, "--task", "babi_qa",
+                  "--babi-tasks", "1", "--path", save / "checkpoint_best.pt",
+                  "--valid-subset", "test", "--batch-size", "250", precision)
+    acc = re.findall(r"valid on 'test' subset \| .*?accuracy ([0-9.]+)", val.stdout + val.stderr)
+    assert acc and float(acc[-1]) >= 90.0, (acc, val.stdout[-2000:] + val.stderr[-2000:])
+
+
+# ----------------------------------------------------------------------------- translation
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("variant", ["soft", "acvi"])
+def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
+    """Reversal task: 60 updates in the mode, loss falls, then beam search from the checkpoint
+    in the same mode (ACVI with 3 Monte-Carlo samples)."""
+    from test_translation_cli import TINY, write_reversal
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write_reversal(raw)
+    data = raw / "bin"
+    run_cli("fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
+            "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
+            "--destdir", data, "--joined-dictionary", "--workers", "1")
+    res = run_cli("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "translation",
+                  "--arch", "acvi_lstm", "--criterion", "elbo", "--optimizer", "adam",
+                  "--lr", "0.005", "--max-tokens", "1500", "--max-update", "60",
+                  "--save-dir", tmp_path / "ck", "--no-progress-bar", "--log-interval", "5",
+                  "--log-format", "simple", "--seed", "1", "--no-epoch-checkpoints",
+                  "--context-inference", variant, *TINY, precision)
+    text = res.stdout + res.stderr
+    _assert_finite(text, ["loss", "nll_loss"] + (["kl"] if variant == "acvi" else []))
+    assert precision == "--amp" or _scaler_logged(text, precision)
+    losses = _logged(text, "loss")
+    assert losses[-1] < losses[0], losses
+    gen = run_cli("fairseq_cli.generate", data, "--user-dir", USER_DIR,
+                  "--path", tmp_path / "ck" / "checkpoint_last.pt", "--beam", "3",
+                  "--batch-size", "8", "--gen-subset", "test", precision,
+                  "--model-overrides", "{'mc_samples': 3}")
+    hyps = [line for line in gen.stdout.splitlines() if line.startswith("H-")]
+    assert len(hyps) == 12, gen.stdout[-2000:]
+    assert all(np.isfinite(float(h.split("\t")[1])) for h in hyps)
+
+
+# ----------------------------------------------------------------------------- summarization
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_pointer_generator_mixed_precision_round_trip(cnndm_bin, tmp_path, precision):
+    """ACVI pointer-generator with coverage: training in the mode has finite loss, KL and
+    coverage terms; beam search from the checkpoint in the same mode gives one summary per
+    test article."""
+    from test_summarization_cli import SPLITS, train
+    res = train(cnndm_bin, tmp_path, "--context-inference", "acvi", "--coverage",
+                "--num-workers", "0", precision, updates=20)
+    text = res.stdout + res.stderr
+    _assert_finite(text, ("loss", "nll_loss", "kl", "coverage"))
+    assert precision == "--amp" or _scaler_logged(text, precision)
+    gen = run_cli("fairseq_cli.generate", cnndm_bin, "--user-dir", USER_DIR,
+                  "--task", "pointer_summarization", "--source-lang", "src",
+                  "--target-lang", "tgt", "--path", tmp_path / "checkpoint_last.pt",
+                  "--gen-subset", "test", "--beam", "4", "--batch-size", "4",
+                  "--max-len-b", "20", "--truncate-source", "--max-source-positions", "61",
+                  "--max-target-positions", "21", precision,
+                  "--model-overrides", "{'mc_samples': 3}")
+    hyps = [line for line in gen.stdout.splitlines() if line.startswith("H-")]
+    a, b = SPLITS["test"]
+    assert len(hyps) == b - a, gen.stdout[-2000:] + gen.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- captioning
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_video_captioner_mixed_precision_round_trip(msvd_tiny, tmp_path, precision):
+    """ACVI captioner on float32 features: training in the mode (the model casts the features),
+    then beam search on the validation videos in the same mode."""
+    from test_video_captioner import CLI_D, TINY
+    root, videos = msvd_tiny
+    res = run_cli("fairseq_cli.train", root, "--user-dir", USER_DIR, "--task", "video_captioning",
+                  "--feature-dim", CLI_D, "--arch", "acvi_video_captioner_msvd", "--criterion",
+                  "elbo", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8",
+                  "--required-batch-size-multiple", "1", "--max-epoch", "3",
+                  "--save-dir", tmp_path / "ck", "--no-epoch-checkpoints",
+                  "--log-format", "simple", "--log-interval", "1", "--seed", "1",
+                  "--num-workers", "0", "--context-inference", "acvi", *TINY, precision)
+    text = res.stdout + res.stderr
+    _assert_finite(text, ("loss", "nll_loss", "kl"))
+    assert precision == "--amp" or _scaler_logged(text, precision)
+    gen = run_cli("fairseq_cli.generate", root, "--user-dir", USER_DIR, "--task",
+                  "video_captioning", "--feature-dim", CLI_D, "--path",
+                  tmp_path / "ck" / "checkpoint_last.pt", "--gen-subset", "valid",
+                  "--caption-eval-unique-videos", "--beam", "5", "--batch-size", "2",
+                  "--max-len-b", "20", "--num-workers", "0", precision,
+                  "--model-overrides", "{'mc_samples': 3}")
+    hyps = [line for line in gen.stdout.splitlines() if line.startswith("H-")]
+    assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(len(videos["valid"])))

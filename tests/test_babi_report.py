@@ -235,6 +235,7 @@ def test_recipe_script_runs_and_passes_its_options(tmp_path, shared_data):
     assert results["t_memn2n|3"]["escort_sampler"] == "gamma"           # not the default
     md = (out / "babi_report.md").read_text()
     assert "t-MEM-NN: best of 1 runs per task by validation (seeds 1-1), δ 7, escort sampler gamma" in md
+    assert "random noise 0.1," in md                        # the protocol's default (session 9)
 
 
 def test_selection_table_compares_the_rules_and_the_mean_over_seeds():

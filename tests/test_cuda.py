@@ -16,24 +16,15 @@ import pytest
 import torch
 
 from conftest import USER_DIR, run_cli
+from test_summarization_cli import assert_finite as _assert_finite
 from test_summarization_cli import cnndm_bin  # noqa: F401  (fixture: the tiny CNN/DM data-bin)
+from test_summarization_cli import logged as _logged
 from test_video_captioner import msvd_tiny  # noqa: F401  (fixture: tiny MSVD with features)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 PRECISIONS = ["--fp16", "--amp", "--memory-efficient-fp16"]
-
-
-def _logged(text, key):
-    return [float(v) for v in re.findall(rf"\| {key} (\S+)", text)]
-
-
-def _assert_finite(text, keys):
-    for key in keys:
-        vals = _logged(text, key)
-        assert vals, f"no {key} logged\n{text[-3000:]}"
-        assert all(np.isfinite(vals)), (key, vals)
 
 
 def _scaler_logged(text, precision):

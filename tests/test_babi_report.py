@@ -125,6 +125,33 @@ def test_more_seeds_then_merge_equals_one_best_of_n(tmp_path, shared_data):
     assert "MemN2N: best of 3 runs per task by validation (seeds 1-3), δ 6" in md
 
 
+def test_merge_takes_results_files_and_reproduces_the_session9_table(tmp_path):
+    """--merge also takes results_<setup>*.json files: the committed session-9 files (seeds 1-10
+    and 11-20 of both models, and the joint runs) merge into the best-of-20 table of
+    benchmarks/babi_RESULTS.md; an entry that is neither a folder nor such a file is refused."""
+    from conftest import REPO
+    runs = REPO / "benchmarks" / "babi_runs" / "session9"
+    files = [runs / f for f in ("results_single_rn0.1_seeds1-10.json",
+                                "results_single_t_memn2n_rn0.1_seeds11-20.json",
+                                "results_single_memn2n_rn0.1_seeds11-20.json",
+                                "results_joint_rn0.1.json")]
+    sources = babi_report.merge_sources([str(f) for f in files])
+    assert [len(sources["single"]), len(sources["joint"])] == [3, 1]
+    out = tmp_path / "m"
+    babi_report.merge_dirs([str(f) for f in files], str(out))
+    single = json.loads((out / "results_single.json").read_text())
+    assert all(len(v["runs"]) == 20 for v in single.values()) and len(single) == 40
+    for arch, col, passed, mean in (("t_memn2n", "t_memn2n_S10", 9, 86.3),
+                                    ("memn2n", "memn2n", 9, 86.9)):
+        acc = [single[f"{arch}|{t}"]["test"][col][str(t)] for t in range(1, 21)]
+        assert sum(a >= 95 for a in acc) == passed and round(sum(acc) / 20, 1) == mean
+    assert single["t_memn2n|4"]["seed"] == 20           # the 4-way validation tie, by NLL
+    joint = json.loads((out / "results_joint.json").read_text())
+    assert {k.split("|")[0] for k in joint} == {"memn2n", "t_memn2n"}
+    with pytest.raises(ValueError, match="neither an --out-dir folder nor"):
+        babi_report.merge_sources([str(runs / "babi_report.md")])
+
+
 def test_merge_results_picks_best_and_refuses_overlapping_seeds():
     def info(seeds_valid, test):
         runs = [{"seed": s, "valid": v} for s, v in seeds_valid]

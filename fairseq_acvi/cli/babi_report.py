@@ -25,7 +25,8 @@ runs). ``--render-only`` rebuilds the markdown and the chart from the JSON files
 
 More seeds later: ``--first-seed 11 --seeds 10`` trains seeds 11..20 into a new ``--out-dir``;
 ``--merge DIR_1_10 DIR_11_20 --out-dir OUT`` then keeps, per model and task, the run that one
-best-of-20 run would have kept (:func:`selection_key`) and renders OUT.
+best-of-20 run would have kept (:func:`selection_key`) and renders OUT (a results_<setup>*.json
+file can stand for a folder: :func:`merge_sources`).
 """
 import argparse
 import copy
@@ -77,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "run with more seeds in another --out-dir, then --merge them)")
     p.add_argument("--merge", nargs="+", default=None, metavar="DIR",
                    help="instead of training: combine the results of runs over disjoint seed "
-                        "ranges (each DIR an earlier --out-dir) into --out-dir, keeping per "
+                        "ranges (each DIR an earlier --out-dir, or a results_single*.json / "
+                        "results_joint*.json file) into --out-dir, keeping per "
                         "model and task the best run by validation (ties: the lower seed), as "
                         "one best-of-(N1 + N2 + ...) run would have; copies the chosen "
                         "checkpoints and renders the report (each model rebuilt with its own δ, "
@@ -366,24 +368,48 @@ def merge_results(parts: List[dict]) -> Dict[str, dict]:
     return merged
 
 
-def merge_dirs(dirs: List[str], out_dir: str) -> None:
-    """``--merge``: merge_results over each setup's results_<setup>.json; copies checkpoints."""
+def merge_sources(entries: List[str]) -> Dict[str, List[Tuple[str, Optional[str]]]]:
+    """setup -> [(results JSON, its run's ckpt/ folder or None)] for the ``--merge`` entries.
+
+    An entry is an earlier ``--out-dir`` (its results_single.json / results_joint.json, and its
+    ckpt/) or one results file whose name says its setup, ``results_single*.json`` or
+    ``results_joint*.json`` (e.g. the files under benchmarks/babi_runs/; no checkpoints).
+    """
+    sources: Dict[str, List[Tuple[str, Optional[str]]]] = {"single": [], "joint": []}
+    for entry in entries:
+        if os.path.isdir(entry):
+            for setup in sources:
+                path = os.path.join(entry, f"results_{setup}.json")
+                if os.path.exists(path):
+                    sources[setup].append((path, os.path.join(entry, "ckpt")))
+            continue
+        name = os.path.basename(entry)
+        setup = next((s for s in sources if name.startswith(f"results_{s}")), None)
+        if not os.path.isfile(entry) or setup is None or not name.endswith(".json"):
+            raise ValueError(f"--merge: {entry!r} is neither an --out-dir folder nor a "
+                             "results_single*.json / results_joint*.json file")
+        sources[setup].append((entry, None))
+    return sources
+
+
+def merge_dirs(entries: List[str], out_dir: str) -> None:
+    """``--merge``: merge_results over each setup's results files (:func:`merge_sources`);
+    copies the chosen runs' checkpoints where their folder has them."""
     import shutil
     os.makedirs(os.path.join(out_dir, "ckpt"), exist_ok=True)
-    for setup in ("single", "joint"):
-        paths = [os.path.join(d, f"results_{setup}.json") for d in dirs]
-        if not any(os.path.exists(p) for p in paths):
+    for setup, sources in merge_sources(entries).items():
+        if not sources:
             continue
-        merged = merge_results([load_json(p) for p in paths])
+        merged = merge_results([load_json(path) for path, _ in sources])
         for key, info in merged.items():
             arch, spec = key.split("|")
             name = ckpt_name(setup, arch, spec)
-            src = os.path.join(dirs[info.pop("from_part")], "ckpt", name)
-            if os.path.exists(src):
-                shutil.copyfile(src, os.path.join(out_dir, "ckpt", name))
+            ckpt_dir = sources[info.pop("from_part")][1]
+            if ckpt_dir and os.path.exists(os.path.join(ckpt_dir, name)):
+                shutil.copyfile(os.path.join(ckpt_dir, name), os.path.join(out_dir, "ckpt", name))
         with open(os.path.join(out_dir, f"results_{setup}.json"), "w") as f:
             json.dump(merged, f, indent=1)
-        print(f"merged {len(merged)} {setup} results from {len(dirs)} directories")
+        print(f"merged {len(merged)} {setup} results from {len(sources)} files")
 
 
 def load_json(path: str) -> dict:

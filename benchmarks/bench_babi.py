@@ -40,6 +40,8 @@ import torch.nn.functional as F
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import sync  # noqa: E402
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "babi", "tasks_1-20_v1-2", "en")
 
 
@@ -117,18 +119,13 @@ def plain_from_plugin(model) -> PlainMemN2N:
     return plain
 
 
-def _sync():
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
 def median_ms(fn, n):
     """Mean ms per call of ``fn`` over ``n`` calls (GPU work finished before and after)."""
-    _sync()
+    sync()
     t = time.perf_counter()
     for _ in range(n):
         fn()
-    _sync()
+    sync()
     return 1000 * (time.perf_counter() - t) / n
 
 

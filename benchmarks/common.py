@@ -4,17 +4,18 @@ import time
 import torch
 
 
-def _sync() -> None:
+def sync() -> None:
+    """Wait for queued GPU work (no-op without CUDA)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 
 def timed(fn) -> float:
     """Wall seconds of one call of ``fn()`` (queued GPU work finished before and after)."""
-    _sync()
+    sync()
     t0 = time.perf_counter()
     fn()
-    _sync()
+    sync()
     return time.perf_counter() - t0
 
 

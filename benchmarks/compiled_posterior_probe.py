@@ -17,19 +17,19 @@ of the plugin: inductor's CPU code computes ``expm1`` as ``exp(x) − 1`` (``exp
 0; here replaced by a series below 0.1), and compiling costs seconds per new shape and process.
 """
 import argparse
-import math
 import os
 import sys
 
 import torch
-import torch.nn.functional as F
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 import fairseq_acvi  # noqa: E402,F401
-from fairseq_acvi.modules.student_t import StudentTMatrices, polar_noise  # noqa: E402
+from fairseq_acvi.modules.student_t import (StudentTMatrices, _nu_from,  # noqa: E402
+                                            _polar_nu_weight, _sigma_from, log_t_density_const,
+                                            polar_noise)
 
 
 def _expm1(x):
@@ -52,20 +52,19 @@ class _PolarScale(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         nu3, x, em, zr = ctx.saved_tensors
-        m = (x / em) * (em + 1) / (2 * (nu3 + 2))
+        m = _polar_nu_weight(x, nu3, em)
         return (g * zr * (1 / (2 * nu3) - m)).sum_to_size(nu3.shape), None, None
 
 
 def posterior_step(mu, rho, log_nu, keep, c, e, n_keep: float):
     """Draw (D 61, polar) and tied (D 56) divergence; the ν algebra in float64 tensors."""
-    sigma = F.softplus(rho) + 1e-6
-    nu = torch.exp(log_nu.clamp(-7.0, 12.0)) + 1e-3
+    sigma = _sigma_from(rho)
+    nu = _nu_from(log_nu)
     nu3 = nu.view(-1, 1, 1)
     draw = (mu + sigma * _PolarScale.apply(nu3, c, e)) * keep
     nd = nu.double()
     a = 2 / (nd + 1)
-    logc = torch.lgamma((nd + 1) / 2) - torch.lgamma(nd / 2) - 0.5 * torch.log(math.pi * nd)
-    ee = torch.exp(-a * logc)
+    ee = torch.exp(-a * log_t_density_const(nd))
     s1 = (torch.exp(a.float().view(-1, 1, 1) * torch.log(sigma)) * keep).sum((1, 2)).double()
     s2 = ((sigma * sigma + mu * mu) * keep).sum((1, 2)).double()
     div = (-(1 + nd) / 2 * ((1 + 1 / nd) * ee * s1 - ee * (n_keep + s2 / nd))).sum().float()

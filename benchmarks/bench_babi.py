@@ -41,7 +41,7 @@ import torch.nn.functional as F
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import sync  # noqa: E402
+from bench_common import sync  # noqa: E402
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "babi", "tasks_1-20_v1-2", "en")
 
 

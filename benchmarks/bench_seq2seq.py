@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fairseq_acvi  # noqa: E402,F401
-from common import elbo_train_step, timed  # noqa: E402
+from bench_common import elbo_train_step, timed  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models.lstm import LSTMModel, base_architecture as fairseq_lstm_arch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402

@@ -9,6 +9,8 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
     packages=find_packages(include=["fairseq_acvi", "fairseq_acvi.*"]),
+    # the t-MEM-NN CPU kernel's source, compiled on first use (fairseq_acvi/modules/cpu_kernel.py)
+    package_data={"fairseq_acvi": ["csrc/*.cpp"]},
     install_requires=[
         # Keep torch loose: install torch first (README), this range must admit it.
         "torch>=2.0",
@@ -18,6 +20,8 @@ setup(
         "sacrebleu>=2.0",
         "sacremoses",
         "sentencepiece",
+        # torch.utils.cpp_extension builds the t-MEM-NN CPU kernel with ninja
+        "ninja",
     ],
     extras_require={
         "eval": ["rouge-score", "nltk", "pycocoevalcap", "matplotlib"],

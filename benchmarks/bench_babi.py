@@ -12,8 +12,9 @@ the recipe inserts 10 % empty memories while training (``--random-noise 0.1``, s
 the plain-PyTorch loop has no such option, so it is off here unless asked for.
 
 1. time per training update of t_memn2n / memn2n (same loop: plugin model + criterion, Adam,
-   clipping; target <= 1.05x, the seed reports 1.02x), with the default escort sampler and
-   with the other one (``--escort-sampler gamma | polar``);
+   clipping; target <= 1.05x, the seed reports 1.02x), with the default escort sampler (on the
+   CPU: the compiled kernel of fairseq_acvi/csrc), the same with the kernel switched off (the
+   Python node), and with the other sampler (``--escort-sampler gamma | polar``);
 2. evaluation of the test file with S = 10 posterior draws / S = 1 (target <= 1.5x);
 3. the plugin's update through fairseq's own ``Trainer.train_step`` (what ``fairseq-train
    --optimizer torch_adam`` runs per update, collation included) / a minimal plain-PyTorch
@@ -119,6 +120,19 @@ def plain_from_plugin(model) -> PlainMemN2N:
     return plain
 
 
+def without_kernel(fn):
+    """``fn`` run with the compiled t-MEM-NN CPU kernel switched off (the Python node)."""
+    from fairseq_acvi.modules import cpu_kernel
+
+    def run():
+        old, cpu_kernel.ENABLED = cpu_kernel.ENABLED, False
+        try:
+            return fn()
+        finally:
+            cpu_kernel.ENABLED = old
+    return run
+
+
 def median_ms(fn, n):
     """Mean ms per call of ``fn`` over ``n`` calls (GPU work finished before and after)."""
     sync()
@@ -204,6 +218,9 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
                         make_opt(tm_other.parameters()))
     step_t_exact = loop(tm, TDivergenceCriterion(task, "exact"),
                         make_opt(tm.parameters()))
+    # the same t-MEM-NN step with the compiled CPU kernel switched off (the Python node)
+    step_t_python = without_kernel(loop(tm, TDivergenceCriterion(task, args.t_divergence, 0.001),
+                                        make_opt(tm.parameters())))
 
     plain = PlainMemN2N(len(task.dictionary), dim=embed_dim, mem=task.cfg.memory_size,
                         pad=task.dictionary.pad(), tying=args.tying,
@@ -276,15 +293,18 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
 
     adam_fairseq, adam_fused = opt_step("fairseq"), opt_step("fused")
     t_other = f"t_memn2n_{other}"
-    timings = {k: [] for k in ("memn2n", "t_memn2n", t_other, "t_memn2n_exact", "plain", "fairseq",
-                               "eval_S1", "eval_S10", "adam_fairseq", "adam_fused")}
-    for fn in (step_m, step_t, step_t_other, step_t_exact, step_plain, step_fairseq):   # warm-up
+    timings = {k: [] for k in ("memn2n", "t_memn2n", "t_memn2n_python", t_other, "t_memn2n_exact",
+                               "plain", "fairseq", "eval_S1", "eval_S10", "adam_fairseq",
+                               "adam_fused")}
+    for fn in (step_m, step_t, step_t_python, step_t_other, step_t_exact, step_plain,
+               step_fairseq):   # warm-up
         for _ in range(5):
             fn()
     for r in range(args.repeats):
         tm.train()
         timings["memn2n"].append(median_ms(step_m, args.updates))
         timings["t_memn2n"].append(median_ms(step_t, args.updates))
+        timings["t_memn2n_python"].append(median_ms(step_t_python, args.updates))
         timings[t_other].append(median_ms(step_t_other, args.updates))
         timings["t_memn2n_exact"].append(median_ms(step_t_exact, args.updates))
         timings["plain"].append(median_ms(step_plain, args.updates))
@@ -311,6 +331,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         print(f"  {k:16s} {v:8.2f} {unit}")
     print("ratios (target):")
     print(f"  t_memn2n / memn2n per update ({args.t_divergence + ' divergence):':18s} {med['t_memn2n'] / med['memn2n']:.2f}x  (<= 1.05)")
+    print(f"  the same, CPU kernel off (Python node)           {med['t_memn2n_python'] / med['memn2n']:.2f}x")
     print(f"  {t_other} / memn2n per update               {med[t_other] / med['memn2n']:.2f}x")
     print(f"  t_memn2n / memn2n per update (exact divergence)  {med['t_memn2n_exact'] / med['memn2n']:.2f}x")
     print(f"  evaluation S=10 / S=1                            {med['eval_S10'] / med['eval_S1']:.2f}x  (<= 1.5)")
@@ -324,8 +345,10 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
 def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: int = 100,
                            device: str = "cpu"):
     """The t-MEM-NN training step's own work at one size: escort draw + `tied` divergence,
-    forward and backward, as two autograd nodes (``sample`` then ``divergence``) and as the one
-    node the criterion runs (``fused_divergence``); medians of interleaved repeats, in ms."""
+    forward and backward, as two autograd nodes (``sample`` then ``divergence``), as the one
+    Python node the criterion runs (``fused_divergence``) and, for ``polar`` on the CPU, as the
+    compiled kernel (``fairseq_acvi/csrc``); medians of interleaved repeats, in ms."""
+    from fairseq_acvi.modules import cpu_kernel
     from fairseq_acvi.modules.student_t import StudentTMatrices
     res = {}
     for sampler in ("polar", "gamma"):
@@ -339,19 +362,26 @@ def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: i
             with post.fused_divergence(10.0, "tied") as slot:
                 draw = post.sample()
             (draw * w).sum().add(slot.value[0] * 1e-6).backward()
-        times = {"separate": [], "fused": []}
-        for fn in (separate, fused):
+        fns = {"separate": without_kernel(separate), "fused": without_kernel(fused)}
+        if sampler == "polar" and cpu_kernel.usable(post.mu) and cpu_kernel.load() is not None:
+            fns["kernel"] = fused
+        times = {k: [] for k in fns}
+        for fn in fns.values():
             for _ in range(10):
                 fn()
         for _ in range(repeats):
-            for name, fn in (("separate", separate), ("fused", fused)):
+            for name, fn in fns.items():
                 times[name].append(median_ms(fn, steps))
         res[sampler] = {k: statistics.median(v) for k, v in times.items()}
     print(f"t-MEM-NN draw + divergence, forward and backward, 4 x {vocab} x {dim} on {device} "
           f"(medians of {repeats} interleaved repeats of {steps}):")
     for sampler, r in res.items():
-        print(f"  {sampler:6s} two nodes {r['separate']:.3f} ms, one node {r['fused']:.3f} ms "
-              f"({r['fused'] / r['separate']:.2f}x)")
+        line = (f"  {sampler:6s} two nodes {r['separate']:.3f} ms, one node {r['fused']:.3f} ms "
+                f"({r['fused'] / r['separate']:.2f}x)")
+        if "kernel" in r:
+            line += (f", compiled kernel {r['kernel']:.3f} ms ({r['kernel'] / r['separate']:.2f}x "
+                     f"two nodes, {r['kernel'] / r['fused']:.2f}x one node)")
+        print(line)
     return res
 
 

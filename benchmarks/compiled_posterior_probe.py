@@ -4,8 +4,9 @@
 What it measures: the polar escort draw and the ``tied`` divergence written as plain tensor ops
 (no Python-float ν algebra, no host syncs), compiled into one graph (forward and backward), then
 patched into ``StudentTMatrices.sample`` for the training draw, so that ``bench_babi.py`` times
-t-MEM-NN / MemN2N with it. It first checks the compiled step against the plugin's fused node
-(same seed: draw, divergence and gradients).
+t-MEM-NN / MemN2N with it. It first checks the compiled step against the plugin's Python fused
+node (same seed: draw, divergence and gradients); the compiled CPU kernel, which draws its own
+noise, is switched off while it runs, so on the CPU this compares the probe with the old path.
 
     python benchmarks/compiled_posterior_probe.py --device cuda [--mode reduce-overhead]
         [bench_babi.py options]
@@ -27,6 +28,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 import fairseq_acvi  # noqa: E402,F401
+from fairseq_acvi.modules import cpu_kernel  # noqa: E402
 from fairseq_acvi.modules.student_t import (StudentTMatrices, _nu_from,  # noqa: E402
                                             _polar_nu_weight, _sigma_from, log_t_density_const,
                                             polar_noise)
@@ -78,6 +80,9 @@ def main():
     args, rest = ap.parse_known_args()
     dev = args.device
     step = torch.compile(posterior_step, mode=args.mode, fullgraph=True, dynamic=False)
+    # the reference is the Python node, which draws with torch.rand as the compiled step does
+    # (the CPU kernel has its own generator)
+    cpu_kernel.ENABLED = False
     eager_sample = StudentTMatrices.sample
 
     def sample(self, s=None):
@@ -86,7 +91,7 @@ def main():
                 and self.sampler == "polar" and self.mu.dtype == torch.float32):
             c, e = polar_noise(self.mu.shape, torch.float32, self.mu.device)
             out, div = step(self.mu, self.rho, self.log_nu, self.keep, c, e, self.n_keep)
-            slot.value.append(div)
+            slot.fill(div * slot.weight, div.item() if div.device.type == "cpu" else div.detach())
             return out
         return eager_sample(self, s)
 

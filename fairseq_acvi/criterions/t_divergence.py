@@ -59,20 +59,27 @@ class TDivergenceCriterion(FairseqCriterion):
         return self.posterior(model).divergence(model.prior_dof, self.mode)
 
     def forward(self, model, sample, reduce=True):
-        # a training forward draws once: the divergence is computed with that draw, in one
-        # autograd node (same value and gradients; StudentTMatrices.fused_divergence)
-        with self.posterior(model).fused_divergence(model.prior_dof, self.mode) as slot:
-            nll, correct, _ = answer_nll_and_correct(model, sample)
         n = sample["target"].numel()
-        div = slot.value[0] if slot.value else self.divergence(model)
         train_size = getattr(self.task, "train_size", None)
         if not train_size:
             raise ValueError("t_divergence: the task does not report its training-set size")
-        loss = nll + (self.beta * n / train_size) * div
-        logging_output = {"loss": log_value(loss), "nll_loss": log_value(nll),
+        weight = self.beta * n / train_size
+        # a training forward draws once: the divergence is computed with that draw, in one
+        # autograd node, already multiplied by the weight (same value and gradients as
+        # weight * self.divergence(model); StudentTMatrices.fused_divergence)
+        with self.posterior(model).fused_divergence(model.prior_dof, self.mode, weight) as slot:
+            nll, correct, _ = answer_nll_and_correct(model, sample)
+        if slot.value:
+            weighted, div_v, nus = slot.value[0], slot.divergence, slot.nus
+        else:
+            div = self.divergence(model)
+            weighted, div_v, nus = weight * div, log_value(div), None
+        loss = nll + weighted
+        nll_v = log_value(nll)
+        logging_output = {"loss": nll_v + weight * div_v, "nll_loss": nll_v,
                           "ncorrect": log_value(correct), "nsentences": n, "ntokens": n,
-                          "sample_size": n, "divergence": log_value(div) * n}
-        for name, nu in model.nu_values().items():
+                          "sample_size": n, "divergence": div_v * n}
+        for name, nu in model.nu_values(nus).items():
             logging_output[f"nu_{name}"] = nu * n
         return loss, n, logging_output
 

@@ -47,6 +47,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_acvi.modules import cpu_kernel
+
 DIVERGENCES = ("seed", "exact", "tied")
 SAMPLERS = ("gamma", "polar")
 
@@ -96,7 +98,12 @@ def polar_noise(shape: torch.Size, dtype: torch.dtype, device) -> Tuple[Tensor, 
     """The random numbers of one ``polar`` escort draw of ``shape``: c = cos(2πU₁) and
     E = −log(1 − U₂) ~ Exp(1), floored at 1e-20 (so every later quantity is finite), from one
     ``torch.rand`` call. dtype: float32 or wider (the caller's compute dtype)."""
-    u = torch.rand((2,) + tuple(shape), dtype=dtype, device=device)
+    return polar_from_uniforms(torch.rand((2,) + tuple(shape), dtype=dtype, device=device))
+
+
+def polar_from_uniforms(u: Tensor) -> Tuple[Tensor, Tensor]:
+    """c = cos(2πU₁), E = max(−log(1 − U₂), 1e-20) from ``u`` = (U₁, U₂) stacked, (2, *shape)
+    (overwritten): the transform of :func:`polar_noise`, which the CPU kernel does inside."""
     c = torch.cos(u[0].mul_(2 * math.pi))
     e = torch.log1p(u[1].neg_()).neg_().clamp_(min=1e-20)
     return c, e
@@ -547,11 +554,24 @@ class _PosteriorStep(torch.autograd.Function):
 
 
 class _DivergenceSlot:
-    """Where :meth:`StudentTMatrices.sample` leaves a fused divergence: prior ν (None: tied)
-    and ``value``, [] or [D]."""
+    """Where :meth:`StudentTMatrices.sample` leaves a fused divergence.
 
-    def __init__(self, prior_dof: Optional[float]):
-        self.prior_dof, self.value = prior_dof, []
+    Set by :meth:`StudentTMatrices.fused_divergence`: ``prior_dof`` (None: tied) and ``weight``
+    (a factor the divergence comes multiplied by, e.g. the criterion's B/N). Filled by the draw:
+    ``value`` [] or [weight·D] (float32 scalar in the graph); ``divergence`` D for logging (a
+    Python float on the CPU, a detached tensor elsewhere); ``nus`` the n values of ν as Python
+    floats, or None (then ask :meth:`StudentTMatrices.nu_values`).
+    """
+
+    __slots__ = ("prior_dof", "weight", "value", "divergence", "nus")
+
+    def __init__(self, prior_dof: Optional[float], weight: float = 1.0):
+        self.prior_dof, self.weight = prior_dof, float(weight)
+        self.value, self.divergence, self.nus = [], None, None
+
+    def fill(self, weighted: Tensor, divergence, nus: Optional[List[float]] = None):
+        self.value.append(weighted)
+        self.divergence, self.nus = divergence, nus
 
 
 class StudentTMatrices(nn.Module):
@@ -624,8 +644,23 @@ class StudentTMatrices(nn.Module):
         (computed in float32 when the parameters are half precision).
 
         Inside :meth:`fused_divergence`, the first single draw (s None) also computes the
-        divergence in the same autograd node (:class:`_PosteriorStep`) and leaves it in the slot.
+        divergence in the same autograd node and leaves it in the slot: the compiled CPU kernel
+        (:mod:`~fairseq_acvi.modules.cpu_kernel`) for float32 CPU parameters and the ``polar``
+        sampler, else :class:`_PosteriorStep` (the same distribution; the kernel draws its
+        uniforms with its own generator, seeded from torch's).
         """
+        slot = self._divergence_slot
+        fused = s is None and slot is not None and not slot.value
+        if s is None and self.sampler == "polar" and cpu_kernel.usable(self.mu):
+            # every single draw goes through the kernel (with the divergence weighted by 0 when
+            # not fused), so a seed gives the same draw with or without the fused divergence
+            res = cpu_kernel.posterior_step(self.mu, self.rho, self.log_nu, self.keep,
+                                            self.n_keep, slot.prior_dof if fused else None,
+                                            slot.weight if fused else 0.0)
+            if res is not None:
+                if fused:
+                    slot.fill(res[1], res[2], res[3])
+                return res[0]
         shape = self.mu.shape if s is None else torch.Size((s,)) + self.mu.shape
         dt = self._compute_dtype()
         with torch.no_grad():
@@ -634,36 +669,38 @@ class StudentTMatrices(nn.Module):
             noise = escort_noise(nu3, shape)
         else:
             noise = polar_noise(shape, dt, self.mu.device)
-        slot = self._divergence_slot
-        if s is None and slot is not None and not slot.value:
+        if fused:
             out, div = _PosteriorStep.apply(self.mu.to(dt), self.rho.to(dt), self.log_nu.to(dt),
                                             self.keep, self.n_keep, slot.prior_dof, nu3,
                                             self.sampler, *noise)
-            slot.value.append(div)
+            slot.fill(div if slot.weight == 1.0 else div * slot.weight,
+                      div.item() if div.device.type == "cpu" else div.detach())
             return out.to(self.mu.dtype)
         return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
                                     self._sigma_value(self.rho.to(dt)), self.sampler, *noise)
 
     @contextlib.contextmanager
-    def fused_divergence(self, prior_dof: float, mode: str):
+    def fused_divergence(self, prior_dof: float, mode: str, weight: float = 1.0):
         """Compute the divergence with the next training draw, in one node (faster).
 
-        ``with post.fused_divergence(ν_p, mode) as slot: <forward>``, then ``slot.value`` is
-        ``[D]`` (the float32 scalar :meth:`divergence` would give, in the same graph as the
-        draw) if the forward made a single draw, else ``[]`` (evaluation with S draws, the
-        posterior mean, or ``exact`` mode, which has no fused form): compute it then with
-        :meth:`divergence`. The slot lives only inside the block, so a value never outlives
-        the parameters it was computed from.
+        ``with post.fused_divergence(ν_p, mode, weight) as slot: <forward>``, then
+        ``slot.value`` is ``[weight·D]`` (D the float32 scalar :meth:`divergence` would give, in
+        the same graph as the draw) if the forward made a single draw, else ``[]`` (evaluation
+        with S draws, the posterior mean, or ``exact`` mode, which has no fused form): compute
+        it then with :meth:`divergence`. ``slot.divergence`` and ``slot.nus`` carry D and ν for
+        logging (:class:`_DivergenceSlot`). The slot lives only inside the block, so a value
+        never outlives the parameters it was computed from.
         """
-        slot = _DivergenceSlot(None if mode == "tied" else float(prior_dof))
+        slot = _DivergenceSlot(None if mode == "tied" else float(prior_dof), weight)
         if mode not in ("seed", "tied"):
             yield slot
             return
-        self._divergence_slot = slot
+        # a plain attribute (not nn.Module.__setattr__, which costs microseconds per step)
+        self.__dict__["_divergence_slot"] = slot
         try:
             yield slot
         finally:
-            self._divergence_slot = None
+            self.__dict__["_divergence_slot"] = None
 
     def divergence(self, prior_dof: float, mode: str) -> Tensor:
         """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32

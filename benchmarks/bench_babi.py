@@ -14,7 +14,8 @@ the plain-PyTorch loop has no such option, so it is off here unless asked for.
 1. time per training update of t_memn2n / memn2n (same loop: plugin model + criterion, Adam,
    clipping; target <= 1.05x, the seed reports 1.02x), with the default escort sampler (on the
    CPU: the compiled kernel of fairseq_acvi/csrc), the same with the kernel switched off (the
-   Python node), and with the other sampler (``--escort-sampler gamma | polar``);
+   Python node), with the other sampler (``--escort-sampler gamma | polar``), and both models
+   through fairseq's ``Trainer.train_step`` (what ``fairseq-train`` runs per update);
 2. evaluation of the test file with S = 10 posterior draws / S = 1 (target <= 1.5x);
 3. the plugin's update through fairseq's own ``Trainer.train_step`` (what ``fairseq-train
    --optimizer torch_adam`` runs per update, collation included) / a minimal plain-PyTorch
@@ -245,28 +246,33 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         popt.step()
 
     # fairseq's own update path (Trainer.train_step), as fairseq-train runs it
-    parser = options.get_training_parser()
-    fargs = options.parse_args_and_arch(parser, [
-        args.data, "--user-dir", os.path.join(REPO, "fairseq_acvi"), "--task", "babi_qa",
-        "--babi-tasks", babi_tasks, "--arch", "memn2n", "--embed-dim", str(embed_dim),
-        "--tying", args.tying, "--empty-memories", args.empty_memories,
-        "--random-noise", str(args.random_noise),
-        "--criterion", "qa_cross_entropy",
-        "--optimizer", args.fairseq_optimizer, "--lr", "0.01", "--clip-norm", "40", "--batch-size", str(bs),
-        "--required-batch-size-multiple", "1", "--no-progress-bar"]
-        + (["--cpu"] if dev.type == "cpu" else []))
-    cfg = convert_namespace_to_omegaconf(fargs)
-    ftask = ftasks.setup_task(cfg.task)
-    ftask.load_dataset("train")
-    fmodel = ftask.build_model(cfg.model)
-    trainer = Trainer(cfg, ftask, fmodel, ftask.build_criterion(cfg.criterion))
-    fds = ftask.datasets["train"]
-    fstate = {"i": 0}
+    def fairseq_step(arch, criterion_args):
+        parser = options.get_training_parser()
+        fargs = options.parse_args_and_arch(parser, [
+            args.data, "--user-dir", os.path.join(REPO, "fairseq_acvi"), "--task", "babi_qa",
+            "--babi-tasks", babi_tasks, "--arch", arch, "--embed-dim", str(embed_dim),
+            "--tying", args.tying, "--empty-memories", args.empty_memories,
+            "--random-noise", str(args.random_noise)] + criterion_args + [
+            "--optimizer", args.fairseq_optimizer, "--lr", "0.01", "--clip-norm", "40",
+            "--batch-size", str(bs), "--required-batch-size-multiple", "1", "--no-progress-bar"]
+            + (["--cpu"] if dev.type == "cpu" else []))
+        cfg = convert_namespace_to_omegaconf(fargs)
+        ftask = ftasks.setup_task(cfg.task)
+        ftask.load_dataset("train")
+        fmodel = ftask.build_model(cfg.model)
+        trainer = Trainer(cfg, ftask, fmodel, ftask.build_criterion(cfg.criterion))
+        fds = ftask.datasets["train"]
+        fstate = {"i": 0}
 
-    def step_fairseq():
-        i = fstate["i"] % len(index_sets)
-        fstate["i"] += 1
-        trainer.train_step([fds.collater(index_sets[i])])
+        def step():
+            i = fstate["i"] % len(index_sets)
+            fstate["i"] += 1
+            trainer.train_step([fds.collater(index_sets[i])])
+        return step
+
+    step_fairseq = fairseq_step("memn2n", ["--criterion", "qa_cross_entropy"])
+    step_fairseq_t = fairseq_step("t_memn2n", ["--criterion", "t_divergence", "--t-divergence",
+                                               args.t_divergence, "--divergence-weight", "0.001"])
 
     def evaluate(samples):
         tm.eval()
@@ -294,10 +300,10 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     adam_fairseq, adam_fused = opt_step("fairseq"), opt_step("fused")
     t_other = f"t_memn2n_{other}"
     timings = {k: [] for k in ("memn2n", "t_memn2n", "t_memn2n_python", t_other, "t_memn2n_exact",
-                               "plain", "fairseq", "eval_S1", "eval_S10", "adam_fairseq",
-                               "adam_fused")}
+                               "plain", "fairseq", "fairseq_t", "eval_S1", "eval_S10",
+                               "adam_fairseq", "adam_fused")}
     for fn in (step_m, step_t, step_t_python, step_t_other, step_t_exact, step_plain,
-               step_fairseq):   # warm-up
+               step_fairseq, step_fairseq_t):   # warm-up
         for _ in range(5):
             fn()
     for r in range(args.repeats):
@@ -309,6 +315,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
         timings["t_memn2n_exact"].append(median_ms(step_t_exact, args.updates))
         timings["plain"].append(median_ms(step_plain, args.updates))
         timings["fairseq"].append(median_ms(step_fairseq, args.updates))
+        timings["fairseq_t"].append(median_ms(step_fairseq_t, args.updates))
         timings["eval_S1"].append(median_ms(eval1, 1))
         timings["eval_S10"].append(median_ms(eval10, 1))
         timings["adam_fairseq"].append(median_ms(adam_fairseq, args.updates))
@@ -332,6 +339,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
     print("ratios (target):")
     print(f"  t_memn2n / memn2n per update ({args.t_divergence + ' divergence):':18s} {med['t_memn2n'] / med['memn2n']:.2f}x  (<= 1.05)")
     print(f"  the same, CPU kernel off (Python node)           {med['t_memn2n_python'] / med['memn2n']:.2f}x")
+    print(f"  the same through fairseq's Trainer.train_step    {med['fairseq_t'] / med['fairseq']:.2f}x")
     print(f"  {t_other} / memn2n per update               {med[t_other] / med['memn2n']:.2f}x")
     print(f"  t_memn2n / memn2n per update (exact divergence)  {med['t_memn2n_exact'] / med['memn2n']:.2f}x")
     print(f"  evaluation S=10 / S=1                            {med['eval_S10'] / med['eval_S1']:.2f}x  (<= 1.5)")

@@ -181,6 +181,11 @@ def test_t_divergence_criterion_scaling_and_logs():
     loss.backward()
     assert m.posterior.log_nu.grad.abs().min() > 0
     assert {"nu_A", "nu_B", "nu_C", "divergence", "ncorrect"} <= set(log)
+    # logged per question: the unweighted divergence and ν (from the fused draw's slot)
+    assert log["divergence"] / n == pytest.approx(div.item(), rel=1e-5)
+    assert log["loss"] == pytest.approx(loss.item(), rel=1e-5)
+    for name, nu in m.nu_values().items():
+        assert log[f"nu_{name}"] / n == pytest.approx(nu, rel=1e-6)
     with pytest.raises(ValueError, match="Student-t"):
         TDivergenceCriterion(_Task(900))(MemN2NModel(MemN2NConfig(), d, 50), sample)
     # --divergence-weight β scales the divergence term only

@@ -49,10 +49,11 @@ class TDivergenceCriterion(FairseqCriterion):
     @staticmethod
     def posterior(model):
         """The model's StudentTMatrices, or a clear error for a model without one."""
-        if not hasattr(model, "posterior"):
+        post = getattr(model, "posterior", None)
+        if post is None:
             raise ValueError("criterion t_divergence needs a model with Student-t posteriors "
                              "(--arch t_memn2n); use --criterion qa_cross_entropy for memn2n")
-        return model.posterior
+        return post
 
     def divergence(self, model) -> torch.Tensor:
         """Σ_Θ D_t(q(Θ) ‖ p(Θ)), scalar float32."""
@@ -79,9 +80,18 @@ class TDivergenceCriterion(FairseqCriterion):
         logging_output = {"loss": nll_v + weight * div_v, "nll_loss": nll_v,
                           "ncorrect": log_value(correct), "nsentences": n, "ntokens": n,
                           "sample_size": n, "divergence": div_v * n}
-        for name, nu in model.nu_values(nus).items():
-            logging_output[f"nu_{name}"] = nu * n
+        for key, nu in zip(self._nu_keys(model), model.nu_values(nus).values()):
+            logging_output[key] = nu * n
         return loss, n, logging_output
+
+    def _nu_keys(self, model):
+        """The logging keys nu_<name> of the model's posteriors (built once per model)."""
+        names = model.names
+        keys = self.__dict__.get("_nu_key_cache")
+        if keys is None or keys[0] is not names:
+            keys = (names, [f"nu_{name}" for name in names])
+            self.__dict__["_nu_key_cache"] = keys
+        return keys[1]
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

@@ -86,25 +86,26 @@ def load():
     return _state["module"]
 
 
-def usable(mu: torch.Tensor) -> bool:
-    """Whether the kernel applies to parameters like ``mu``: CPU float32 (without building it)."""
-    return ENABLED and mu.dtype == torch.float32 and mu.device.type == "cpu"
+def usable(mu: torch.Tensor, rho: Optional[torch.Tensor] = None) -> bool:
+    """Whether the kernel applies to parameters like ``mu`` (and ``rho``): contiguous float32 on
+    the CPU (checked without building it)."""
+    return (ENABLED and mu.dtype == torch.float32 and mu.device.type == "cpu"
+            and mu.is_contiguous() and (rho is None or rho.is_contiguous()))
 
 
 def posterior_step(mu, rho, log_nu, keep, n_keep: float, prior_dof: Optional[float],
                    weight: float = 1.0, seed: int = -1):
     """(Θ, weight·D, D, [ν_i]) from the kernel, or None if it is unavailable: Θ (n, V, d) and
     weight·D (float32 scalar) in the graph, D and the ν values as Python floats (for logging).
-    Arguments as for :class:`~fairseq_acvi.modules.student_t._PosteriorStep`; ``prior_dof``
-    None = tied. The ``polar`` noise is drawn inside from ``seed`` (0 ≤ seed < 2⁶³; by default
-    one draw from torch's default CPU generator): :func:`uniforms` gives the same numbers."""
-    module = load()
+    Arguments as for :class:`~fairseq_acvi.modules.student_t._PosteriorStep` (contiguous float32
+    CPU tensors, see :func:`usable`); ``prior_dof`` None = tied. The ``polar`` noise is drawn
+    inside from ``seed`` (0 ≤ seed < 2⁶³; by default one draw from torch's default CPU
+    generator): :func:`uniforms` gives the same numbers."""
+    module = _state["module"] if _state["tried"] else load()
     if module is None:
         return None
-    return module.posterior_step(mu.contiguous(), rho.contiguous(), log_nu.contiguous(),
-                                 keep.contiguous(), float(n_keep),
-                                 -1.0 if prior_dof is None else float(prior_dof), float(weight),
-                                 int(seed))
+    return module.posterior_step(mu, rho, log_nu, keep, n_keep,
+                                 -1.0 if prior_dof is None else prior_dof, weight, seed)
 
 
 def uniforms(n: int, rows: int, dim: int, seed: int) -> torch.Tensor:

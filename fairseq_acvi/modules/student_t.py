@@ -37,7 +37,6 @@ Three forms of the divergence (``--t-divergence``):
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import List, Optional, Tuple
 
@@ -574,6 +573,27 @@ class _DivergenceSlot:
         self.divergence, self.nus = divergence, nus
 
 
+class _FusedDivergence:
+    """The context of :meth:`StudentTMatrices.fused_divergence`: sets the posterior's slot (a
+    plain attribute, not nn.Module.__setattr__, which costs microseconds per step) when the
+    mode has a fused form, and clears it on exit."""
+
+    __slots__ = ("post", "slot", "active")
+
+    def __init__(self, post, slot: _DivergenceSlot, active: bool):
+        self.post, self.slot, self.active = post, slot, active
+
+    def __enter__(self) -> _DivergenceSlot:
+        if self.active:
+            self.post.__dict__["_divergence_slot"] = self.slot
+        return self.slot
+
+    def __exit__(self, *exc):
+        if self.active:
+            self.post.__dict__["_divergence_slot"] = None
+        return False
+
+
 class StudentTMatrices(nn.Module):
     """Mean-field Student-t posteriors over n stacked (V, d) matrices (D 51-53), one ν each.
 
@@ -586,7 +606,9 @@ class StudentTMatrices(nn.Module):
     ``sample`` and the ``seed`` / ``tied`` divergences run as single fused autograd nodes
     (:class:`_PosteriorDraw`, :class:`_SeedDivergence`), and a training step's draw and
     divergence as one node (:meth:`fused_divergence`, :class:`_PosteriorStep`); ``exact`` uses
-    the generic path.
+    the generic path. For float32 CPU parameters and the ``polar`` sampler, every single draw
+    (s None) runs in the compiled kernel of :mod:`~fairseq_acvi.modules.cpu_kernel` instead of
+    :class:`_PosteriorStep` / :class:`_PosteriorDraw` (same maths, its own noise generator).
     ``sampler`` (``polar`` | ``gamma``) picks the escort construction (module docstring); it
     can be changed on a built module (``set_sampler``), e.g. to evaluate a checkpoint.
     """
@@ -651,7 +673,7 @@ class StudentTMatrices(nn.Module):
         """
         slot = self._divergence_slot
         fused = s is None and slot is not None and not slot.value
-        if s is None and self.sampler == "polar" and cpu_kernel.usable(self.mu):
+        if s is None and self.sampler == "polar" and cpu_kernel.usable(self.mu, self.rho):
             # every single draw goes through the kernel (with the divergence weighted by 0 when
             # not fused), so a seed gives the same draw with or without the fused divergence
             res = cpu_kernel.posterior_step(self.mu, self.rho, self.log_nu, self.keep,
@@ -679,7 +701,6 @@ class StudentTMatrices(nn.Module):
         return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
                                     self._sigma_value(self.rho.to(dt)), self.sampler, *noise)
 
-    @contextlib.contextmanager
     def fused_divergence(self, prior_dof: float, mode: str, weight: float = 1.0):
         """Compute the divergence with the next training draw, in one node (faster).
 
@@ -691,16 +712,8 @@ class StudentTMatrices(nn.Module):
         logging (:class:`_DivergenceSlot`). The slot lives only inside the block, so a value
         never outlives the parameters it was computed from.
         """
-        slot = _DivergenceSlot(None if mode == "tied" else float(prior_dof), weight)
-        if mode not in ("seed", "tied"):
-            yield slot
-            return
-        # a plain attribute (not nn.Module.__setattr__, which costs microseconds per step)
-        self.__dict__["_divergence_slot"] = slot
-        try:
-            yield slot
-        finally:
-            self.__dict__["_divergence_slot"] = None
+        return _FusedDivergence(self, _DivergenceSlot(None if mode == "tied" else float(prior_dof),
+                                                      weight), mode in ("seed", "tied"))
 
     def divergence(self, prior_dof: float, mode: str) -> Tensor:
         """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32

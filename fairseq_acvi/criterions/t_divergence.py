@@ -68,7 +68,8 @@ class TDivergenceCriterion(FairseqCriterion):
         # a training forward draws once: the divergence is computed with that draw, in one
         # autograd node, already multiplied by the weight (same value and gradients as
         # weight * self.divergence(model); StudentTMatrices.fused_divergence)
-        with self.posterior(model).fused_divergence(model.prior_dof, self.mode, weight) as slot:
+        post = self.posterior(model)
+        with post.fused_divergence(model.prior_dof, self.mode, weight) as slot:
             nll, correct, _ = answer_nll_and_correct(model, sample)
         if slot.value:
             weighted, div_v, nus = slot.value[0], slot.divergence, slot.nus
@@ -80,18 +81,9 @@ class TDivergenceCriterion(FairseqCriterion):
         logging_output = {"loss": nll_v + weight * div_v, "nll_loss": nll_v,
                           "ncorrect": log_value(correct), "nsentences": n, "ntokens": n,
                           "sample_size": n, "divergence": div_v * n}
-        for key, nu in zip(self._nu_keys(model), model.nu_values(nus).values()):
-            logging_output[key] = nu * n
+        for name, nu in zip(model.names, post.nu_values() if nus is None else nus):
+            logging_output[f"nu_{name}"] = nu * n
         return loss, n, logging_output
-
-    def _nu_keys(self, model):
-        """The logging keys nu_<name> of the model's posteriors (built once per model)."""
-        names = model.names
-        keys = self.__dict__.get("_nu_key_cache")
-        if keys is None or keys[0] is not names:
-            keys = (names, [f"nu_{name}" for name in names])
-            self.__dict__["_nu_key_cache"] = keys
-        return keys[1]
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

@@ -316,10 +316,9 @@ class TMemN2NModel(MemN2NModel):
         """name -> fitted ν (scalar tensors): nu_A, nu_B, nu_C with layer-wise tying."""
         return dict(zip(self.names, self.posterior.nu.unbind(0)))
 
-    def nu_values(self, values: Optional[List[float]] = None) -> Dict[str, float]:
-        """name -> fitted ν as Python floats (logging; no graph); ``values``: the n values
-        already at hand (a fused training draw returns them), else read from the posterior."""
-        return dict(zip(self.names, self.posterior.nu_values() if values is None else values))
+    def nu_values(self) -> Dict[str, float]:
+        """name -> fitted ν as Python floats (logging; no graph)."""
+        return dict(zip(self.names, self.posterior.nu_values()))
 
     def eval_samples(self) -> Optional[int]:
         return None if self.training else self.mc_samples

@@ -5,8 +5,8 @@ The kernel computes what :class:`fairseq_acvi.modules.student_t._PosteriorStep` 
 autograd node), for float32 CPU tensors, in one pass over the elements with ATen's vectorised
 math instead of ~50 tensor operations. Its noise comes from a counter-based generator seeded by
 one draw from torch's default generator (so ``torch.manual_seed`` fixes it; the numbers differ
-from ``torch.rand``'s, not their distribution), and its backward regenerates the noise instead of
-keeping per-element arrays from the forward. The Python node stays the reference (and the path for
+from ``torch.rand``'s, not their distribution); the forward keeps two per-element arrays for the
+backward (∂Θ/∂σ and the ν weight), which recomputes the σ terms from ρ. The Python node stays the reference (and the path for
 CUDA, other dtypes and the ``gamma`` sampler); ``tests/test_cpu_kernel.py`` checks that both agree
 on the same noise.
 
@@ -80,7 +80,7 @@ def load():
             except Exception as exc:  # noqa: BLE001 - any build failure falls back to Python
                 _state["error"] = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"fairseq_acvi: could not build the t-MEM-NN CPU kernel ({SOURCE.name}); "
-                              f"using the Python implementation (same results, slower). "
+                              f"using the Python implementation (the same distribution, slower). "
                               f"Set {ENV}=0 to silence this. Cause: {_state['error'][:500]}")
             _state["tried"] = True
     return _state["module"]
@@ -101,7 +101,7 @@ def posterior_step(mu, rho, log_nu, keep, n_keep: float, prior_dof: Optional[flo
     CPU tensors, see :func:`usable`); ``prior_dof`` None = tied. The ``polar`` noise is drawn
     inside from ``seed`` (0 ≤ seed < 2⁶³; by default one draw from torch's default CPU
     generator): :func:`uniforms` gives the same numbers."""
-    module = _state["module"] if _state["tried"] else load()
+    module = load()
     if module is None:
         return None
     return module.posterior_step(mu, rho, log_nu, keep, n_keep,

@@ -695,8 +695,7 @@ class StudentTMatrices(nn.Module):
             out, div = _PosteriorStep.apply(self.mu.to(dt), self.rho.to(dt), self.log_nu.to(dt),
                                             self.keep, self.n_keep, slot.prior_dof, nu3,
                                             self.sampler, *noise)
-            slot.fill(div if slot.weight == 1.0 else div * slot.weight,
-                      div.item() if div.device.type == "cpu" else div.detach())
+            slot.fill(div * slot.weight, div.item() if div.device.type == "cpu" else div.detach())
             return out.to(self.mu.dtype)
         return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
                                     self._sigma_value(self.rho.to(dt)), self.sampler, *noise)

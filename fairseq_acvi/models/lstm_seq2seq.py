@@ -2,7 +2,10 @@
 
 Presets: ``acvi_lstm`` (base), ``acvi_lstm_iwslt`` and ``acvi_lstm_wmt_en_ro`` (P §2.3, App. C:
 2-layer BiLSTM encoder, 2-layer LSTM decoder, 256-d, embeddings 256, dropout 0.2,
-multiplicative attention). Train with ``--task translation --criterion elbo
+multiplicative attention), and ``acvi_lstm_multi30k``, sized for a CPU: the same with one layer
+each and dropout 0.3 (7.98 M parameters on Multi30K En→De, the size of fairseq's ``lstm`` it is
+compared with; ``recipes/mt_multi30k.sh``). Every parameter starts from U(−0.1, 0.1)
+(``--init-scale``, modules/init.py). Train with ``--task translation --criterion elbo
 --context-inference {none,soft,acvi,structured,variational,ved}``.
 
 Decoding averages K Monte-Carlo samples of the context (ACVI, METHOD §2.2). K is a model option,
@@ -14,7 +17,8 @@ from fairseq.models.lstm import Embedding
 
 from fairseq_acvi.modules.context import add_context_args
 from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
-from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
+from fairseq_acvi.modules.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
+from fairseq_acvi.modules.lstm_encoder import ABLATIONS, BiLSTMEncoder
 from fairseq_acvi.modules.scorers import SCORERS
 
 
@@ -34,6 +38,12 @@ def add_seq2seq_args(parser):
     parser.add_argument("--attention-dim", type=int, metavar="N",
                         help="projection size of additive / scaled-dot scorers")
     parser.add_argument("--share-decoder-input-output-embed", action="store_true")
+    add_init_args(parser)
+    parser.add_argument("--context-ablation", choices=ABLATIONS,
+                        help="evaluation only, for source-use diagnostics: replace every context "
+                             "vector by zeros, or attend to another sentence's annotations "
+                             "(shuffle); set it when decoding with --model-overrides "
+                             "\"{'context_ablation': 'shuffle'}\"")
     add_context_args(parser)
 
 
@@ -52,7 +62,8 @@ class ACVILSTMModel(FairseqEncoderDecoderModel):
                                 args.encoder_layers, args.encoder_dropout_in,
                                 args.encoder_dropout_out, embed_tokens=enc_embed,
                                 max_positions=args.max_source_positions)
-        return cls(encoder, build_context_decoder(args, tgt_dict, encoder.output_units))
+        model = cls(encoder, build_context_decoder(args, tgt_dict, encoder.output_units))
+        return finish_model(model, args)
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         return self.decoder.get_normalized_probs(net_output, log_probs, sample)
@@ -79,6 +90,14 @@ def build_context_decoder(args, tgt_dict, value_dim: int) -> ContextLSTMDecoder:
     return decoder
 
 
+def finish_model(model, args):
+    """The last step of every seq2seq ``build_model``: initialise the parameters
+    (``--init-scale``, modules/init.py) and hand the encoder the evaluation-only
+    ``--context-ablation`` (the decoder reads it from ``args``). Returns ``model``."""
+    model.encoder.context_ablation = args.context_ablation
+    return init_uniform_(model, args.init_scale)
+
+
 def check_dictionary_sizes(model, state_dict):
     """Refuse a checkpoint whose embedding tables do not match the data's dictionaries."""
     for side, key in (("source", "encoder.embed_tokens.weight"),
@@ -99,7 +118,8 @@ def seq2seq_defaults(args, **defaults):
         dropout=0.2, encoder_embed_dim=256, encoder_hidden_size=256, encoder_layers=2,
         decoder_embed_dim=256, decoder_hidden_size=256, decoder_layers=2,
         attention_type="multiplicative", attention_dim=256, context_inference="soft",
-        mc_samples=10, share_decoder_input_output_embed=False,
+        mc_samples=10, share_decoder_input_output_embed=False, init_scale=DEFAULT_INIT_SCALE,
+        context_ablation="none", acvi_free_bits=0.0,
         max_source_positions=1024, max_target_positions=1024,
         acvi_mean="identity", acvi_logvar_layers=1, acvi_sampler="gaussian",
         acvi_gumbel_temperature=0.5, acvi_logvar_init=-6.0, acvi_beta=1.0, acvi_kl_warmup_updates=0,
@@ -114,6 +134,9 @@ def seq2seq_defaults(args, **defaults):
             setattr(args, key, args.dropout)
     if getattr(args, "decoder_out_embed_dim", None) is None:
         args.decoder_out_embed_dim = args.decoder_hidden_size
+    if args.context_ablation not in ABLATIONS:
+        raise ValueError(f"--context-ablation: unknown value {args.context_ablation!r}; choose "
+                         f"from {', '.join(ABLATIONS)}")
     if args.mc_samples < 0:
         raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
 
@@ -131,3 +154,8 @@ def acvi_lstm_iwslt(args):
 @register_model_architecture("acvi_lstm", "acvi_lstm_wmt_en_ro")
 def acvi_lstm_wmt_en_ro(args):
     seq2seq_defaults(args)
+
+
+@register_model_architecture("acvi_lstm", "acvi_lstm_multi30k")
+def acvi_lstm_multi30k(args):
+    seq2seq_defaults(args, dropout=0.3, encoder_layers=1, decoder_layers=1)

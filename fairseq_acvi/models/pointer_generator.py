@@ -43,7 +43,8 @@ from fairseq.models import register_model, register_model_architecture
 from torch import Tensor
 
 from fairseq_acvi.data.oov_markers import marker_id_range
-from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, add_seq2seq_args, seq2seq_defaults
+from fairseq_acvi.models.lstm_seq2seq import (
+    ACVILSTMModel, add_seq2seq_args, finish_model, seq2seq_defaults)
 from fairseq_acvi.modules.context import StepOutput
 from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.copy_generator import CopySwitch, copy_mixture_log_probs
@@ -150,7 +151,7 @@ class PointerGeneratorModel(ACVILSTMModel):
         if args.share_decoder_input_output_embed:
             raise ValueError("--share-decoder-input-output-embed is not supported by the "
                              "pointer-generator (its output layer covers the real words only)")
-        return cls(encoder, decoder)
+        return finish_model(cls(encoder, decoder), args)
 
 
 def pointer_generator_defaults(args):

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from fairseq_acvi.models.lstm_seq2seq import (
     build_context_decoder,
-    add_seq2seq_args, check_dictionary_sizes, seq2seq_defaults,
+    add_seq2seq_args, check_dictionary_sizes, finish_model, seq2seq_defaults,
 )
 from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
 
@@ -106,7 +106,8 @@ class ACVIVideoCaptioner(FairseqEncoderDecoderModel):
         encoder = FeatureBiLSTMEncoder(feature_dim, args.encoder_hidden_size, args.encoder_layers,
                                        args.encoder_dropout_in, args.encoder_dropout_out,
                                        max_positions=max_frames)
-        return cls(encoder, build_context_decoder(args, tgt_dict, encoder.output_units))
+        model = cls(encoder, build_context_decoder(args, tgt_dict, encoder.output_units))
+        return finish_model(model, args)
 
     def forward(self, src_feats: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor, **kwargs):
         """src_feats (B, F, D), src_lengths (B,), prev_output_tokens (B, T) ->

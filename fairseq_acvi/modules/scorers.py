@@ -84,6 +84,11 @@ class AdditiveScorer(Scorer):
         self.w_k = nn.Parameter(torch.zeros(attn_dim)) if coverage else None
         self.value_dim = key_dim
 
+    def reset_method_parameters(self):
+        """w_k starts at 0: coverage plays no part until it is trained (METHOD §3.1)."""
+        if self.w_k is not None:
+            nn.init.zeros_(self.w_k)
+
     def prepare(self, h, pad_mask):
         return Memory(self.W_h(h), h, pad_mask)
 

@@ -37,6 +37,13 @@ class StructuredContext(ContextInference):
         else:
             self.register_buffer("lam", torch.ones(()), persistent=False)
 
+    def reset_method_parameters(self):
+        """A uniform chain (potentials 0) and λ = 1 (METHOD §2.3)."""
+        for p in (self.transition, self.start, self.end):
+            nn.init.zeros_(p)
+        if isinstance(self.lam, nn.Parameter):
+            nn.init.ones_(self.lam)
+
     @staticmethod
     def add_args(parser):
         parser.add_argument("--structured-lambda", choices=["learned", "fixed"],

@@ -1,0 +1,96 @@
+"""Initialisation of the seq2seq models (modules/init.py) and the Multi30K preset's size."""
+import argparse
+
+import pytest
+import torch
+from fairseq.data import Dictionary
+
+from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, acvi_lstm_multi30k
+from test_seq2seq_model import _Task, _dictionary, build_model
+
+
+@pytest.mark.parametrize("variant", ["soft", "acvi", "structured", "variational", "ved"])
+def test_every_parameter_uniform_within_scale_except_the_methods_own(variant):
+    torch.manual_seed(0)
+    model, d = build_model(variant, attention_type="additive")
+    special = {}
+    for name, p in model.named_parameters():
+        if name.endswith("logvar_net.2.bias") and variant == "acvi":
+            special[name] = p
+            continue
+        if name.split(".")[-1] in ("w_k", "transition", "start", "end", "lam"):
+            special[name] = p
+            continue
+        assert p.abs().max() <= 0.1, name
+        if p.numel() >= 50:  # really drawn from U(-0.1, 0.1), not left at zero or tiny
+            assert p.abs().max() > 0.08 and abs(p.mean().item()) < 0.02, name
+            assert p.std().item() == pytest.approx(0.2 / 12 ** 0.5, rel=0.25), name
+    for emb in (model.encoder.embed_tokens, model.decoder.embed_tokens):
+        assert torch.all(emb.weight[d.pad()] == 0)
+    if variant == "acvi":
+        (bias,) = [p for n, p in special.items() if "logvar" in n]
+        assert torch.all(bias == -6.0)
+    if variant == "structured":
+        assert all(torch.all(p == 0) for n, p in special.items() if not n.endswith("lam"))
+        assert all(torch.all(p == 1) for n, p in special.items() if n.endswith("lam"))
+
+
+def test_acvi_logvar_init_option_and_coverage_weight_survive_initialisation():
+    model, _ = build_model("acvi", acvi_logvar_init=-3.0, init_scale=0.05)
+    bias = model.decoder.context.logvar_net[-1].bias
+    assert torch.all(bias == -3.0)
+    weights = [p for n, p in model.named_parameters() if "logvar" not in n]
+    assert max(p.abs().max().item() for p in weights) <= 0.05
+
+
+def test_init_scale_zero_keeps_pytorch_defaults():
+    torch.manual_seed(0)
+    model, _ = build_model("soft", init_scale=0.0)
+    # nn.LSTM's default is U(±1/√H) (H = 12 here: ±0.29), outside U(-0.1, 0.1)
+    assert model.encoder.lstm.weight_hh_l0.abs().max() > 0.2
+    with pytest.raises(ValueError, match="init-scale"):
+        build_model("soft", init_scale=-1.0)
+
+
+def _dict_of_size(n):
+    d = Dictionary()
+    for i in range(n - d.nspecial):
+        d.add_symbol(f"w{i}")
+    assert len(d) == n
+    return d
+
+
+def test_multi30k_preset_matches_fairseq_lstm_in_size():
+    """acvi_lstm_multi30k with soft attention has exactly the parameters of fairseq's
+    ``--arch lstm --encoder-bidirectional`` at the same size: 7,978,931 on Multi30K En→De's
+    threshold-2 dictionaries of 5,921 / 7,859 symbols as data_scripts/prepare_multi30k.py builds
+    them (padding factor 1). fairseq-preprocess's default padding to a multiple of 8 (5,928 /
+    7,864 symbols) adds 7·256 + 5·(256 + 257) = 4,357, the 7,983,288 measured in issue 17."""
+    from fairseq.models.lstm import LSTMModel, base_architecture as lstm_base
+
+    src, tgt = _dict_of_size(5921), _dict_of_size(7859)
+
+    class Task:
+        source_dictionary, target_dictionary = src, tgt
+
+    args = argparse.Namespace(arch="acvi_lstm_multi30k", context_inference="soft")
+    acvi_lstm_multi30k(args)
+    assert (args.encoder_layers, args.decoder_layers, args.dropout) == (1, 1, 0.3)
+    ours = ACVILSTMModel.build_model(args, Task())
+
+    ref_args = argparse.Namespace(
+        arch="lstm", encoder_bidirectional=True, encoder_layers=1, decoder_layers=1,
+        encoder_embed_dim=256, encoder_hidden_size=256, decoder_embed_dim=256,
+        decoder_hidden_size=256, decoder_out_embed_dim=256, dropout=0.3,
+        max_source_positions=1024, max_target_positions=1024, criterion="cross_entropy")
+    lstm_base(ref_args)
+    ref = LSTMModel.build_model(ref_args, Task())
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(ours) == count(ref) == 7_978_931
+    src8, tgt8 = _dict_of_size(5928), _dict_of_size(7864)
+
+    class Task8:
+        source_dictionary, target_dictionary = src8, tgt8
+
+    assert count(ACVILSTMModel.build_model(args, Task8())) == count(LSTMModel.build_model(ref_args, Task8())) \
+        == 7_983_288

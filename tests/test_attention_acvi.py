@@ -173,3 +173,60 @@ def test_combine_samples_prob_and_logprob():
 
 def test_registry_has_the_five_variants_or_reports_missing():
     assert {"soft", "acvi"} <= set(CONTEXT_REGISTRY)
+
+
+def test_kl_parts_sum_to_the_kl_and_match_monte_carlo():
+    """½‖m‖² and ½Σ(v − 1 − log v) split the KL of N(m, v) to N(0, I) into the price of the mean
+    and of the variance: they sum to the closed form, and each matches a Monte-Carlo estimate."""
+    from fairseq_acvi.modules.context.acvi import gaussian_kl_parts
+
+    torch.manual_seed(0)
+    m, v = torch.randn(4, 6) * 0.7, torch.rand(4, 6) * 2 + 0.1
+    mean_part, var_part = gaussian_kl_parts(m, v)
+    torch.testing.assert_close((mean_part + var_part).sum(-1), gaussian_kl_to_standard(m, v))
+    # Monte Carlo: KL(N(0, v) || N(0, 1)) is the variance part alone (its mean part is 0) ...
+    c0 = v.sqrt() * torch.randn(200_000, 4, 6)
+    mc_var = (torch.distributions.Normal(0.0, v.sqrt()).log_prob(c0)
+              - torch.distributions.Normal(0.0, 1.0).log_prob(c0)).mean(0)
+    torch.testing.assert_close(var_part, mc_var, atol=0.02, rtol=0.03)
+    # ... and E_q[log N(c; 0, 1)] differs between N(m, v) and N(0, v) by exactly −½ m²
+    c = m + c0
+    shift = (torch.distributions.Normal(0.0, 1.0).log_prob(c0)
+             - torch.distributions.Normal(0.0, 1.0).log_prob(c)).mean(0)
+    torch.testing.assert_close(mean_part, shift, atol=0.02, rtol=0.03)
+    assert torch.all(var_part >= 0) and torch.all(mean_part >= 0)
+
+
+def test_acvi_logs_kl_parts_and_free_bits_floor_the_objective():
+    torch.manual_seed(0)
+    h, pad = _memory()
+    scores = torch.randn(3, 7).masked_fill(pad, float("-inf"))
+    outs = {}
+    for fb in (0.0, 0.5):
+        torch.manual_seed(1)
+        ctx = _acvi(acvi_free_bits=fb, acvi_logvar_init=0.0)
+        ctx.train()
+        mem = build_scorer("multiplicative", 5, 8, 0).prepare(h, pad)
+        out = ctx.step(scores, torch.randn(3, 5), mem, ctx.prepare(mem, None), 0)
+        outs[fb] = out
+        parts = out.losses["kl_mean_part"] + out.losses["kl_var_part"]
+        attn = masked_softmax(scores)
+        m = attn.unsqueeze(1).bmm(h).squeeze(1)
+        torch.testing.assert_close(out.losses["ctx_norm2"], m.pow(2).sum(-1))
+        assert out.losses["ctx_var"].shape == (3,) and torch.all(out.losses["ctx_var"] > 0)
+        for name in ("kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var"):
+            assert ctx.loss_weight(name) == 0.0 and not out.losses[name].requires_grad
+        if fb == 0.0:
+            torch.testing.assert_close(out.losses["kl"], parts)
+        else:  # Σ_d max(λ, KL_d) ≥ KL and ≥ d·λ
+            assert torch.all(out.losses["kl"] >= parts - 1e-6)
+            assert torch.all(out.losses["kl"] >= 8 * fb - 1e-6)
+    # below the floor a dimension gets no gradient
+    ctx = _acvi(acvi_free_bits=1e6)
+    ctx.train()
+    mem = build_scorer("multiplicative", 5, 8, 0).prepare(h.requires_grad_(), pad)
+    out = ctx.step(scores, torch.randn(3, 5), mem, ctx.prepare(mem, None), 0)
+    out.losses["kl"].sum().backward()
+    assert h.grad is None or torch.all(h.grad == 0)
+    with pytest.raises(ValueError, match="free-bits"):
+        _acvi(acvi_free_bits=-1.0)

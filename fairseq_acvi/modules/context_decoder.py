@@ -81,6 +81,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         self.out_dim = args.decoder_out_embed_dim
         self.feed_dim = self.out_dim if self.context is not None else 0
         self.word_keep = getattr(self.context, "word_keep", 1.0)
+        #: "zero": every context (mean and samples) is replaced by zeros (source-use diagnostics;
+        #: "shuffle" is done by the encoder, which hands over another sentence's annotations)
+        self.context_ablation = getattr(args, "context_ablation", "none")
 
         in_dim = embed_dim + self.feed_dim + extra_in
         self.layers = nn.ModuleList(
@@ -111,6 +114,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             prev_output_tokens = prev_output_tokens[:, -1:]
         else:
             t0 = 0
+        if self.training and self.context_ablation != "none":
+            raise ValueError("--context-ablation is for evaluation only (fairseq-generate / "
+                             "fairseq-validate --model-overrides), not for training")
         tokens = prev_output_tokens
         if self.training and self.word_keep < 1.0:
             drop = torch.rand(tokens.shape, device=tokens.device) > self.word_keep
@@ -141,6 +147,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
                 continue
             scores = self.scorer(s_t, mem, coverage)
             out = self.context.step(scores, s_t, mem, prepared, t0 + t)
+            if self.context_ablation == "zero":
+                out = out.zeroed()
             if coverage is not None:
                 cov_losses.append(torch.minimum(out.attn, coverage.float()).sum(-1))
                 coverage = coverage + out.attn.to(coverage.dtype)

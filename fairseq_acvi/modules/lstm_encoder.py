@@ -9,6 +9,11 @@ Output (a dict, so fairseq's beam search can reorder it)::
     encoder_final:        [f]            f: (L, B, 2·H) final fwd/bwd hidden state per layer
     encoder_final_cell:   [fc]           fc: (L, B, 2·H) final fwd/bwd cell state per layer
     src_tokens:           [tokens]       (B, N) right-padded ids (copy mechanisms need them)
+
+Source-use diagnostics (evaluation only): with ``context_ablation = "shuffle"`` the annotations
+and their padding mask are those of *another* sentence of the batch (rolled by one; a batch of one
+sentence takes the previous batch's first sentence), while the final states — the decoder's
+initial state — stay the sentence's own. Attention then reads the wrong source.
 """
 from typing import Dict, List, Optional
 
@@ -18,6 +23,9 @@ import torch.nn.functional as F
 from fairseq import utils
 from fairseq.models import FairseqEncoder
 from torch import Tensor
+
+#: values of --context-ablation (the decoder does "zero", the encoder "shuffle")
+ABLATIONS = ("none", "zero", "shuffle")
 
 
 class BiLSTMEncoder(FairseqEncoder):
@@ -34,6 +42,8 @@ class BiLSTMEncoder(FairseqEncoder):
         self.lstm = nn.LSTM(embed_dim, hidden_size, num_layers=num_layers, bidirectional=True,
                             batch_first=True, dropout=dropout_out if num_layers > 1 else 0.0)
         self._max_positions = max_positions
+        self.context_ablation = "none"
+        self._last_annotations = None
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, **unused) -> Dict[str, List[Tensor]]:
         """src_tokens: (B, N) (left or right padded); src_lengths: (B,)."""
@@ -66,12 +76,32 @@ class BiLSTMEncoder(FairseqEncoder):
             return state.view(self.num_layers, 2, bsz, -1).transpose(1, 2).reshape(
                 self.num_layers, bsz, -1)
 
+        if self.context_ablation == "shuffle":
+            h, pad = self._other_sentences(h, pad)
         return {
             "encoder_out": [h],
             "encoder_padding_mask": [pad],
             "encoder_final": [merge(h_n)],
             "encoder_final_cell": [merge(c_n)],
         }
+
+    def _other_sentences(self, h: Tensor, pad: Tensor):
+        """h (B, N, d), pad (B, N) -> another sentence's annotations and mask, same shapes."""
+        if self.training:
+            raise ValueError("--context-ablation is for evaluation only, not for training")
+        if h.size(0) >= 2:
+            self._last_annotations = (h[:1].detach(), pad[:1])
+            return h.roll(1, dims=0), pad.roll(1, dims=0)
+        if self._last_annotations is None:
+            raise ValueError("--context-ablation shuffle needs a batch of ≥ 2 sentences first "
+                             "(a larger --batch-size / --max-tokens)")
+        other, other_pad = self._last_annotations
+        n = min(other.size(1), h.size(1))
+        new_h = h.new_zeros(h.shape)
+        new_h[:, :n] = other[:, :n].to(h.dtype)
+        new_pad = pad.new_ones(pad.shape)
+        new_pad[:, :n] = other_pad[:, :n]
+        return new_h, new_pad
 
     def reorder_encoder_out(self, encoder_out, new_order):
         out = {}

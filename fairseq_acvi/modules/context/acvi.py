@@ -6,6 +6,12 @@ and prior N(0, I) (P 21). Training draws one reparameterised sample per step fro
 moment-matched Gaussian (D 85-87)
     m_t = Σ_i a_ti μ(h_i),   v_t = Σ_i a_ti² σ²(h_i),   c_t = m_t + √v_t ⊙ ε,
 and adds KL_t = ½ Σ_d (m_td² + v_td − 1 − log v_td)  (corrected D 84), computed in float32.
+With ``--acvi-free-bits λ`` the optimised term is Σ_d max(λ, KL_td) (a per-dimension floor in nats,
+Kingma et al. 2016 applied per token; no gradient below λ); the logged ``kl`` is that term.
+
+Diagnostics (weight 0, logged per target token by the ``elbo`` criterion): the KL's two parts,
+``kl_mean_part`` = ½ ‖m_t‖² and ``kl_var_part`` = ½ Σ_d (v_td − 1 − log v_td) (they sum to the
+true KL_t), ``ctx_norm2`` = ‖m_t‖² and ``ctx_var`` = mean_d v_td (the context's posterior variance).
 Evaluation averages the predictive distribution over K = ``--mc-samples`` samples (D 88) drawn in
 one batched call; K = 0 uses m_t. The recurrent path always uses m_t (beams never fork per sample).
 """
@@ -33,6 +39,17 @@ def gaussian_kl_to_standard(mean, var):
     return 0.5 * (mean.pow(2) + var - 1.0 - var.log()).sum(-1)
 
 
+def gaussian_kl_parts(mean, var):
+    """The two parts of KL(N(mean, diag var) || N(0, I)) per dimension, float32:
+    (½ mean², ½ (var − 1 − log var)), each (..., d); their sum over d is the KL."""
+    mean, var = mean.float(), var.float()
+    return 0.5 * mean.pow(2), 0.5 * (var - 1.0 - var.log())
+
+
+#: logged by the elbo criterion, never added to the loss (weight 0)
+DIAGNOSTICS = ("kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var")
+
+
 @register_context("acvi")
 class ACVIContext(ContextInference):
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
@@ -43,13 +60,22 @@ class ACVIContext(ContextInference):
         self.logvar_net = mlp(d, d, d, depth)
         # start close to the σ → 0 limit (= soft attention): with σ² ≈ 1 at initialisation the
         # noise drowns the (small) LSTM annotations and the decoder learns to ignore the context
-        nn.init.constant_(self.logvar_net[-1].bias, getattr(args, "acvi_logvar_init", -6.0))
+        self.logvar_init = getattr(args, "acvi_logvar_init", -6.0)
+        self.reset_method_parameters()
         self.logvar_min, self.logvar_max = -20.0, 10.0
         self.sampler = getattr(args, "acvi_sampler", "gaussian")
         self.gumbel_tau = getattr(args, "acvi_gumbel_temperature", 0.5)
         self.beta = getattr(args, "acvi_beta", 1.0)
+        self.free_bits = getattr(args, "acvi_free_bits", 0.0) or 0.0
+        if self.free_bits < 0:
+            raise ValueError(f"--acvi-free-bits must be ≥ 0, got {self.free_bits}")
         self.warmup = getattr(args, "acvi_kl_warmup_updates", 0)
         self.mc_samples = getattr(args, "mc_samples", 10)
+
+    def reset_method_parameters(self):
+        """The log σ² output bias starts at ``--acvi-logvar-init`` (kept by the model's uniform
+        initialisation, modules/init.py)."""
+        nn.init.constant_(self.logvar_net[-1].bias, self.logvar_init)
 
     @staticmethod
     def add_args(parser):
@@ -67,6 +93,9 @@ class ACVIContext(ContextInference):
         parser.add_argument("--acvi-beta", type=float, metavar="B", help="weight of the KL term")
         parser.add_argument("--acvi-kl-warmup-updates", type=int, metavar="N",
                             help="linear KL warm-up from 0 to β over N updates (0 = off)")
+        parser.add_argument("--acvi-free-bits", type=float, metavar="L",
+                            help="per-dimension KL floor in nats: the loss uses Σ_d max(L, KL_td) "
+                                 "(0 = off, the default)")
 
     def prepare(self, mem, enc_final, target_emb=None, target_pad=None):
         h = mem.values
@@ -80,7 +109,13 @@ class ACVIContext(ContextInference):
         mu, var = prepared["acvi_mu"], prepared["acvi_var"]
         m = attn.unsqueeze(1).bmm(mu).squeeze(1)                       # (B, d) float32
         v = attn.pow(2).unsqueeze(1).bmm(var).squeeze(1).clamp_min(1e-12)
-        kl = gaussian_kl_to_standard(m, v)                             # (B,)
+        mean_part, var_part = gaussian_kl_parts(m, v)                  # (B, d) float32 each
+        kl_d = mean_part + var_part
+        kl = (kl_d.clamp_min(self.free_bits) if self.free_bits > 0 else kl_d).sum(-1)   # (B,)
+        with torch.no_grad():
+            mean_sum, var_sum = mean_part.sum(-1), var_part.sum(-1)
+            losses = {"kl": kl, "kl_mean_part": mean_sum, "kl_var_part": var_sum,
+                      "ctx_norm2": 2.0 * mean_sum, "ctx_var": v.mean(-1)}
         k = 1 if self.training else self.mc_samples
         if k <= 0:
             samples = None
@@ -89,7 +124,7 @@ class ACVIContext(ContextInference):
         else:
             eps = torch.randn(m.size(0), k, m.size(1), device=m.device)   # (B, K, d)
             samples = (m.unsqueeze(1) + v.sqrt().unsqueeze(1) * eps).to(mem.values.dtype)
-        return StepOutput(mean=m.to(mem.values.dtype), attn=attn, samples=samples, losses={"kl": kl})
+        return StepOutput(mean=m.to(mem.values.dtype), attn=attn, samples=samples, losses=losses)
 
     def _gumbel_sample(self, scores, mu, var):
         """Relaxed mixture sample: z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε."""
@@ -99,6 +134,8 @@ class ACVIContext(ContextInference):
         return m + v.sqrt() * torch.randn_like(m)
 
     def loss_weight(self, name):
+        if name in DIAGNOSTICS:
+            return 0.0
         if name != "kl":
             return 1.0
         if self.warmup > 0:

@@ -71,6 +71,15 @@ class StepOutput:
     aux: Dict[str, Tensor] = field(default_factory=dict)
 
 
+    def zeroed(self) -> "StepOutput":
+        """The same step with the context (mean and samples) replaced by zeros (source-use
+        diagnostics, ``--context-ablation zero``); attention and losses unchanged."""
+        return StepOutput(mean=torch.zeros_like(self.mean), attn=self.attn,
+                          samples=None if self.samples is None else torch.zeros_like(self.samples),
+                          log_weights=self.log_weights, combine=self.combine, losses=self.losses,
+                          aux=self.aux)
+
+
 def stack_steps(steps) -> StepOutput:
     """Stack a list of per-step outputs along a new time dim 1: (B, ...) -> (B, T, ...)."""
     first = steps[0]

@@ -15,7 +15,7 @@ import tarfile
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Union
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,17 +121,47 @@ def vocab_to_fairseq_dict(vocab_path: Path, out_path: Path, drop=("<unk>", "<s>"
     return n
 
 
-def fairseq_preprocess(src: str, tgt: str, trainpref: Path, validpref: Path, testpref: Path,
-                       destdir: Path, srcdict: Path, tgtdict: Optional[Path] = None,
-                       joined: bool = False, workers: int = 1) -> None:
-    """Binarise with ``fairseq-preprocess`` (run as ``python -m fairseq_cli.preprocess``) using fixed dicts."""
+def require_nonempty_lines(path: Path, lines: Sequence[str]) -> None:
+    """DataError ``path:line`` for the first empty (or whitespace-only) line: fairseq would binarise it
+    as an empty sentence (just ``</s>``), which its encoders reject as a source."""
+    for i, line in enumerate(lines, start=1):
+        if not line.split():
+            raise DataError(f"{path}:{i}: empty line" + (" (whitespace only)" if line else ""))
+
+
+def fairseq_preprocess(src: str, tgt: str, trainpref: Path, validpref: Path,
+                       testpref: Union[Path, Sequence[Path]], destdir: Path,
+                       srcdict: Optional[Path] = None, tgtdict: Optional[Path] = None,
+                       joined: bool = False, workers: int = 1, threshold: int = 0,
+                       padding_factor: Optional[int] = None) -> List[str]:
+    """Binarise with ``fairseq-preprocess`` (run as ``python -m fairseq_cli.preprocess``).
+
+    With ``srcdict`` (and ``tgtdict`` or ``joined``) the dictionaries are fixed; without them
+    fairseq builds them from the training data, dropping words seen fewer than ``threshold`` times
+    (``--thresholdsrc/--thresholdtgt``) and padding their size to a multiple of ``padding_factor``
+    (fairseq's default 8 when None). ``testpref`` may be a list of prefixes: fairseq names the
+    binarised test sets ``test``, ``test1``, ``test2``, ...; those subset names are returned in order.
+    """
+    tests = [testpref] if isinstance(testpref, (str, os.PathLike)) else list(testpref)
+    if not tests:
+        raise ValueError("fairseq_preprocess needs at least one test prefix")
+    for pref in [validpref, *tests]:
+        if "," in str(pref):  # fairseq splits --validpref/--testpref on commas
+            raise DataError(f"fairseq-preprocess cannot take a path containing a comma: {pref}")
     cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt,
-           "--trainpref", str(trainpref), "--validpref", str(validpref), "--testpref", str(testpref),
-           "--destdir", str(destdir), "--srcdict", str(srcdict), "--workers", str(workers)]
+           "--trainpref", str(trainpref), "--validpref", str(validpref),
+           "--testpref", ",".join(str(t) for t in tests),
+           "--destdir", str(destdir), "--workers", str(workers)]
+    if srcdict is not None:
+        cmd += ["--srcdict", str(srcdict)]
     if joined:
         cmd.append("--joined-dictionary")
-    else:
+    elif tgtdict is not None:
         cmd += ["--tgtdict", str(tgtdict)]
+    if threshold:
+        cmd += ["--thresholdsrc", str(threshold), "--thresholdtgt", str(threshold)]
+    if padding_factor is not None:
+        cmd += ["--padding-factor", str(padding_factor)]
     log("running " + " ".join(cmd[1:]))
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
@@ -139,6 +169,7 @@ def fairseq_preprocess(src: str, tgt: str, trainpref: Path, validpref: Path, tes
     for line in res.stdout.splitlines() + res.stderr.splitlines():
         if "replaced by <unk>" in line or "[" in line and "sents" in line:
             log(line.split("|")[-1].strip())
+    return ["test" if k == 0 else f"test{k}" for k in range(len(tests))]
 
 
 def download(url: str, dest: Path) -> Path:

@@ -52,9 +52,11 @@ def score(hyps, refs, moses_lang=None):
         md = MosesDetokenizer(lang=moses_lang)
         detok = lambda xs: [md.detokenize(x.split(), unescape=True) for x in xs]  # noqa: E731
         hyps, refs = detok(hyps), detok(refs)
-    det = sacrebleu.corpus_bleu(hyps, [refs])
+    metric = sacrebleu.metrics.BLEU()
+    det = metric.corpus_score(hyps, [refs])
     return {"bleu_detok": round(det.score, 2), "bleu_tok": round(tok.score, 2),
-            "detok_signature": str(det), "n": len(refs)}
+            "detok_signature": str(det), "sacrebleu_signature": str(metric.get_signature()),
+            "n": len(refs)}
 
 
 def main(argv=None) -> int:
@@ -72,9 +74,10 @@ def main(argv=None) -> int:
     hyps = read_hypotheses(Path(a.gen), len(refs))
     s = score(hyps, refs, a.moses_detok)
     tok = "" if a.detok_only else f"   tokenised (multi-bleu style) = {s['bleu_tok']:.2f}"
+    sig = f"   signature {s['sacrebleu_signature']}"
     if a.detok_only:
         del s["bleu_tok"]
-    print(f"{a.label}BLEU detokenised (sacrebleu) = {s['bleu_detok']:.2f}{tok}   [{s['n']} sentences]")
+    print(f"{a.label}BLEU detokenised (sacrebleu) = {s['bleu_detok']:.2f}{tok}   [{s['n']} sentences]{sig}")
     if a.json:
         Path(a.json).write_text(json.dumps(s) + "\n", encoding="utf-8")
     return 0

@@ -1,0 +1,465 @@
+"""Translation report: collect the runs of ``recipes/mt_multi30k.sh`` into tables and charts.
+
+Usage (from the repository root)::
+
+    python -m fairseq_acvi.cli.mt_report RUNS [RUNS ...] --out-dir docs/results/multi30k_DATE \\
+        [--title "..."] [--compare lstm soft]
+
+It reads only what the stock CLIs and the recipe leave in each run folder (any folder holding a
+``run.json``): ``train.log`` (``fairseq-train --log-format json``: the per-epoch ``valid`` and
+``train`` records), ``bleu_<name>.json`` (``data_scripts/score_mt.py``) and ``validate_<name>.log``
+(``fairseq-validate``). A run is named by its variant — ``context`` or ``context-tag`` — and seed.
+
+Per run: the best epoch (lowest validation likelihood loss; ``nll_loss``, or ``loss`` for
+fairseq's ``cross_entropy``, which logs no separate likelihood), its validation perplexity 2^nll,
+the KL parts, ‖m_t‖² and mean σ² the ``elbo`` criterion logged for that epoch (ACVI; per target
+token, nats), training words/s (median over epochs) and wall time, BLEU per decoded split
+(tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU ``bleu_detok``), the Monte-Carlo
+sweep (``<split>_K<k>``) and source use (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood
+lost when the context is replaced).
+
+Outputs in ``--out-dir``: ``results.json`` (every run and the per-variant mean ± std over seeds),
+``report.md`` (the tables), and PNG charts: ``bleu.png`` (test BLEU per variant, error bars = std
+over seeds), ``valid_curves.png`` (validation perplexity per epoch), ``kl_curves.png`` (ACVI's KL
+parts and σ² per epoch) and ``mc_sweep.png`` (BLEU against K). ``--compare A B`` prints B against
+A (perplexity ratio, BLEU difference, speed ratio) — the side-by-side baseline check of
+``benchmarks/multi30k_soft_vs_lstm.sh``.
+"""
+import argparse
+import glob
+import json
+import logging
+import math
+import os
+import re
+import statistics
+import sys
+from typing import Dict, List, Optional
+
+SPLITS = ("valid", "test2016", "test2017")
+ABLATIONS = ("zero", "shuffle")
+_RECORD = re.compile(r"\|\s*(train|valid)\s*\|\s*(\{.*\})\s*$")
+
+
+class ReportError(ValueError):
+    """A run folder that cannot be read; the message names the file (and line)."""
+
+
+def parse_train_log(path: str) -> Dict[str, Dict[int, dict]]:
+    """Per-epoch ``train`` and ``valid`` records of a fairseq json log: {"train": {epoch: rec}, ...}.
+
+    A resumed run appends to the same log and may repeat an epoch: the last record of an epoch
+    wins. Values are converted to float; a malformed record is an error naming the line.
+    """
+    out: Dict[str, Dict[int, dict]] = {"train": {}, "valid": {}}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, start=1):
+            m = _RECORD.search(line)
+            if not m:
+                continue
+            try:
+                rec = json.loads(m.group(2))
+            except json.JSONDecodeError as e:
+                raise ReportError(f"{path}:{lineno}: malformed {m.group(1)} record ({e})") from None
+            if "epoch" not in rec:       # per-interval records of a long epoch carry no epoch key
+                continue
+            kind = m.group(1)
+            prefix = kind + "_"
+            vals = {}
+            for k, v in rec.items():
+                try:
+                    vals[k[len(prefix):] if k.startswith(prefix) else k] = float(v)
+                except (TypeError, ValueError):
+                    pass
+            out[kind][int(rec["epoch"])] = vals
+    return out
+
+
+def parse_validate_log(path: str) -> Optional[dict]:
+    """The (last) validation record of a ``fairseq-validate --log-format json`` log, or None."""
+    rec = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = _RECORD.search(line)
+            if m and m.group(1) == "valid":
+                rec = {k[len("valid_"):] if k.startswith("valid_") else k: float(v)
+                       for k, v in json.loads(m.group(2)).items()
+                       if isinstance(v, (int, float, str)) and _is_number(v)}
+    return rec
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def likelihood_bits(rec: dict) -> Optional[float]:
+    """Per-token likelihood loss in bits: ``nll_loss`` when logged (elbo), else ``loss``."""
+    if rec is None:
+        return None
+    return rec.get("nll_loss", rec.get("loss"))
+
+
+def read_run(run_dir: str) -> dict:
+    """Everything the report needs from one run folder (see the module docstring)."""
+    meta_path = os.path.join(run_dir, "run.json")
+    try:
+        meta = json.load(open(meta_path, encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{meta_path}: not valid JSON ({e})") from None
+    for key in ("pair", "context", "seed"):
+        if key not in meta:
+            raise ReportError(f"{meta_path}: missing key {key!r}")
+    tag = meta.get("tag") or ""
+    run = {"dir": run_dir, "pair": meta["pair"], "context": meta["context"], "tag": tag,
+           "variant": meta["context"] + (f"-{tag}" if tag else ""), "seed": int(meta["seed"]),
+           "meta": meta, "epochs": [], "bleu": {}, "validate": {}}
+    log_path = os.path.join(run_dir, "train.log")
+    if os.path.exists(log_path):
+        recs = parse_train_log(log_path)
+        for ep in sorted(recs["valid"]):
+            v = recs["valid"][ep]
+            t = recs["train"].get(ep, {})
+            bits = likelihood_bits(v)
+            row = {"epoch": ep, "valid_ppl": 2 ** bits if bits is not None else None,
+                   "train_wps": t.get("wps"), "train_wall": t.get("wall"),
+                   "train_clip": t.get("clip"), "train_gnorm": t.get("gnorm")}
+            for k in ("kl", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var"):
+                if k in v:
+                    row[k] = v[k]
+            run["epochs"].append(row)
+    scored = [e for e in run["epochs"] if e["valid_ppl"] is not None]
+    if scored:
+        best = min(scored, key=lambda e: (e["valid_ppl"], e["epoch"]))
+        run["best_epoch"] = best["epoch"]
+        run["valid_ppl"] = best["valid_ppl"]
+        run["end"] = {k: best[k] for k in ("kl", "kl_mean_part", "kl_var_part", "ctx_norm2",
+                                           "ctx_var") if k in best}
+        wps = [e["train_wps"] for e in run["epochs"] if e.get("train_wps")]
+        run["train_wps"] = statistics.median(wps) if wps else None
+        run["train_wall_s"] = run["epochs"][-1].get("train_wall")
+        run["epochs_trained"] = run["epochs"][-1]["epoch"]
+    for path in sorted(glob.glob(os.path.join(run_dir, "bleu_*.json"))):
+        name = os.path.basename(path)[len("bleu_"):-len(".json")]
+        try:
+            run["bleu"][name] = json.load(open(path, encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ReportError(f"{path}: not valid JSON ({e})") from None
+    for path in sorted(glob.glob(os.path.join(run_dir, "validate_*.log"))):
+        name = os.path.basename(path)[len("validate_"):-len(".log")]
+        rec = parse_validate_log(path)
+        if rec is not None and likelihood_bits(rec) is not None:
+            run["validate"][name] = {"ppl": 2 ** likelihood_bits(rec), **rec}
+    run["source_use"] = source_use(run)
+    run["mc_sweep"] = mc_sweep(run)
+    return run
+
+
+def source_use(run: dict) -> Dict[str, dict]:
+    """BLEU and likelihood lost on validation when the context is ablated (zero / shuffle)."""
+    out = {}
+    base = run["bleu"].get("valid")
+    base_v = run["validate"].get("valid")
+    for ab in ABLATIONS:
+        name = f"valid_ablate-{ab}"
+        entry = {}
+        if base is not None and name in run["bleu"]:
+            entry["bleu"] = run["bleu"][name]["bleu_tok"]
+            entry["bleu_drop"] = base["bleu_tok"] - run["bleu"][name]["bleu_tok"]
+        if base_v is not None and name in run["validate"]:
+            entry["ppl"] = run["validate"][name]["ppl"]
+            entry["ppl_ratio"] = run["validate"][name]["ppl"] / base_v["ppl"]
+        if entry:
+            out[ab] = entry
+    return out
+
+
+def mc_sweep(run: dict) -> Dict[str, Dict[int, float]]:
+    """{split: {K: bleu_tok}} from the ``<split>_K<k>`` decodes."""
+    out: Dict[str, Dict[int, float]] = {}
+    for name, b in run["bleu"].items():
+        m = re.fullmatch(r"(\w+?)_K(\d+)", name)
+        if m:
+            out.setdefault(m.group(1), {})[int(m.group(2))] = b["bleu_tok"]
+    return out
+
+
+def find_runs(roots: List[str]) -> List[dict]:
+    dirs = []
+    for root in roots:
+        if not os.path.isdir(root):
+            raise ReportError(f"{root}: no such folder")
+        for dirpath, _, files in os.walk(root):
+            if "run.json" in files:
+                dirs.append(dirpath)
+    if not dirs:
+        raise ReportError(f"no run folder (with a run.json) under {', '.join(roots)}")
+    return [read_run(d) for d in sorted(dirs)]
+
+
+def mean_std(values: List[float]) -> Optional[dict]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
+
+
+def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
+    """{pair: {variant: {metric: mean/std/n, "seeds": [...]}}} over the seeds of a variant."""
+    groups: Dict[str, Dict[str, List[dict]]] = {}
+    for r in runs:
+        groups.setdefault(r["pair"], {}).setdefault(r["variant"], []).append(r)
+    out: Dict[str, Dict[str, dict]] = {}
+    for pair, variants in groups.items():
+        for variant, rs in variants.items():
+            agg = {"seeds": sorted(r["seed"] for r in rs),
+                   "valid_ppl": mean_std([r.get("valid_ppl") for r in rs]),
+                   "train_wps": mean_std([r.get("train_wps") for r in rs])}
+            for split in SPLITS:
+                for key in ("bleu_tok", "bleu_detok"):
+                    agg[f"{split}_{key}"] = mean_std([r["bleu"][split][key] for r in rs
+                                                      if split in r["bleu"]])
+            for ab in ABLATIONS:
+                agg[f"ablate_{ab}_bleu_drop"] = mean_std(
+                    [r["source_use"].get(ab, {}).get("bleu_drop") for r in rs])
+                agg[f"ablate_{ab}_ppl_ratio"] = mean_std(
+                    [r["source_use"].get(ab, {}).get("ppl_ratio") for r in rs])
+            for k in ("kl", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var"):
+                agg[f"end_{k}"] = mean_std([r.get("end", {}).get(k) for r in rs])
+            ks = sorted({k for r in rs for s in r["mc_sweep"].values() for k in s})
+            agg["mc_sweep"] = {s: {k: mean_std([r["mc_sweep"].get(s, {}).get(k) for r in rs])
+                                   for k in ks}
+                               for s in SPLITS if any(s in r["mc_sweep"] for r in rs)}
+            out.setdefault(pair, {})[variant] = agg
+    return out
+
+
+def fmt(ms: Optional[dict], digits: int = 2) -> str:
+    if ms is None:
+        return "–"
+    if ms["n"] == 1:
+        return f"{ms['mean']:.{digits}f}"
+    return f"{ms['mean']:.{digits}f} ± {ms['std']:.{digits}f}"
+
+
+def _num(v, digits=2) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def variant_order(variants) -> List[str]:
+    rank = {"lstm": 0, "none": 1, "soft": 2, "acvi": 3, "structured": 4, "variational": 5, "ved": 6}
+    return sorted(variants, key=lambda v: (rank.get(v.split("-")[0], 9), v))
+
+
+def markdown(runs: List[dict], agg: dict, title: str) -> str:
+    lines = [f"# {title}", "",
+             "BLEU: tokenised, lower-cased (as published Multi30K baselines); detok: sacreBLEU on "
+             "Moses-detokenised text. Valid ppl: 2^(likelihood loss) of the best epoch (ACVI: the "
+             "likelihood term only, K = 10 samples). Mean ± std over seeds (n = seeds).", ""]
+    for pair in sorted(agg):
+        lines += [f"## {pair}", "",
+                  "| variant | seeds | valid ppl | valid BLEU | test2016 BLEU | test2017 BLEU "
+                  "| test2016 detok | test2017 detok | train words/s |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for v in variant_order(agg[pair]):
+            a = agg[pair][v]
+            lines.append(f"| {v} | {len(a['seeds'])} | {fmt(a['valid_ppl'])} | "
+                         f"{fmt(a['valid_bleu_tok'])} | {fmt(a['test2016_bleu_tok'])} | "
+                         f"{fmt(a['test2017_bleu_tok'])} | {fmt(a['test2016_bleu_detok'])} | "
+                         f"{fmt(a['test2017_bleu_detok'])} | {fmt(a['train_wps'], 0)} |")
+        lines += ["", "Source use (validation; the context replaced by zeros / by another "
+                  "sentence's): BLEU lost and perplexity ratio.", "",
+                  "| variant | BLEU lost (zero) | BLEU lost (shuffle) | ppl × (zero) | ppl × (shuffle) |",
+                  "|---|---|---|---|---|"]
+        for v in variant_order(agg[pair]):
+            a = agg[pair][v]
+            if all(a[f"ablate_{ab}_bleu_drop"] is None for ab in ABLATIONS):
+                continue
+            lines.append(f"| {v} | {fmt(a['ablate_zero_bleu_drop'])} | "
+                         f"{fmt(a['ablate_shuffle_bleu_drop'])} | {fmt(a['ablate_zero_ppl_ratio'])} | "
+                         f"{fmt(a['ablate_shuffle_ppl_ratio'])} |")
+        kl_rows = [v for v in variant_order(agg[pair]) if agg[pair][v]["end_kl"] is not None]
+        if kl_rows:
+            lines += ["", "Latent context at the best epoch (validation, per target token, nats): "
+                      "KL = mean part ½‖m‖² + variance part; σ² = mean posterior variance.", "",
+                      "| variant | KL | mean part | variance part | ‖m‖² | mean σ² |",
+                      "|---|---|---|---|---|---|"]
+            for v in kl_rows:
+                a = agg[pair][v]
+                lines.append(f"| {v} | {fmt(a['end_kl'])} | {fmt(a['end_kl_mean_part'])} | "
+                             f"{fmt(a['end_kl_var_part'])} | {fmt(a['end_ctx_norm2'])} | "
+                             f"{fmt(a['end_ctx_var'], 4)} |")
+        sweep_rows = [v for v in variant_order(agg[pair]) if agg[pair][v]["mc_sweep"]]
+        if sweep_rows:
+            lines += ["", "Monte-Carlo sweep (BLEU against the number K of context samples "
+                      "averaged at decoding; K = 0: the mean context).", ""]
+            for v in sweep_rows:
+                for split, by_k in agg[pair][v]["mc_sweep"].items():
+                    ks = sorted(by_k)
+                    lines += [f"| {v} {split} | " + " | ".join(f"K={k}" for k in ks) + " |",
+                              "|---|" + "---|" * len(ks),
+                              "| BLEU | " + " | ".join(fmt(by_k[k]) for k in ks) + " |", ""]
+        lines += ["", "Runs:", "",
+                  "| variant | seed | best epoch / trained | valid ppl | test2016 | test2017 | "
+                  "wall (s) | date | extra train args |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted((r for r in runs if r["pair"] == pair),
+                        key=lambda r: (variant_order([r["variant"]])[0], r["variant"], r["seed"])):
+            b = r["bleu"]
+            lines.append(
+                f"| {r['variant']} | {r['seed']} | {r.get('best_epoch', '–')} / "
+                f"{r.get('epochs_trained', '–')} | {_num(r.get('valid_ppl'))} | "
+                f"{_num(b.get('test2016', {}).get('bleu_tok'))} | "
+                f"{_num(b.get('test2017', {}).get('bleu_tok'))} | "
+                f"{_num(r.get('train_wall_s'), 0)} | {r['meta'].get('date', '–')} | "
+                f"`{r['meta'].get('extra_train_args', '') or '–'}` |")
+        sigs = sorted({b["sacrebleu_signature"] for r in runs if r["pair"] == pair
+                       for b in r["bleu"].values() if "sacrebleu_signature" in b})
+        if sigs:
+            lines += ["", "sacreBLEU signature(s): " + ", ".join(f"`{s}`" for s in sigs)]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def charts(runs: List[dict], agg: dict, out_dir: str) -> List[str]:
+    try:
+        logging.getLogger("matplotlib").setLevel(logging.WARNING)
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[mt_report] matplotlib missing: no charts", file=sys.stderr)
+        return []
+    written = []
+    pairs = sorted(agg)
+
+    fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 3.6), squeeze=False)
+    for ax, pair in zip(axes[0], pairs):
+        vs = variant_order(agg[pair])
+        for j, split in enumerate(("test2016", "test2017")):
+            ys = [agg[pair][v][f"{split}_bleu_tok"] for v in vs]
+            ax.bar([i + 0.4 * j for i in range(len(vs))], [y["mean"] if y else 0 for y in ys],
+                   0.4, yerr=[y["std"] if y else 0 for y in ys], capsize=3, label=split)
+        ax.set_xticks([i + 0.2 for i in range(len(vs))], vs, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("BLEU (tok., lower-cased)")
+        ax.set_title(pair)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    written.append(_save(fig, out_dir, "bleu.png", plt))
+
+    fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 3.6), squeeze=False)
+    for ax, pair in zip(axes[0], pairs):
+        for r in sorted((r for r in runs if r["pair"] == pair), key=lambda r: (r["variant"], r["seed"])):
+            pts = [(e["epoch"], e["valid_ppl"]) for e in r["epochs"] if e["valid_ppl"]]
+            if pts:
+                ax.plot(*zip(*pts), marker=".", label=f"{r['variant']} s{r['seed']}")
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("validation perplexity")
+        ax.set_title(pair)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    written.append(_save(fig, out_dir, "valid_curves.png", plt))
+
+    acvi = [r for r in runs if any("kl" in e for e in r["epochs"])]
+    if acvi:
+        fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+        for r in sorted(acvi, key=lambda r: (r["pair"], r["variant"], r["seed"])):
+            label = f"{r['pair']} {r['variant']} s{r['seed']}"
+            ep = [e["epoch"] for e in r["epochs"] if "kl" in e]
+            axes[0].plot(ep, [e["kl_mean_part"] for e in r["epochs"] if "kl" in e], marker=".", label=label)
+            axes[1].plot(ep, [e["kl_var_part"] for e in r["epochs"] if "kl" in e], marker=".", label=label)
+            axes[2].plot(ep, [e["ctx_var"] for e in r["epochs"] if "kl" in e], marker=".", label=label)
+        for ax, name in zip(axes, ("KL mean part ½‖m‖² (nats/token)", "KL variance part (nats/token)",
+                                   "mean posterior σ²")):
+            ax.set_xlabel("epoch")
+            ax.set_ylabel(name)
+            ax.set_yscale("log")
+        axes[0].legend(fontsize=6)
+        fig.tight_layout()
+        written.append(_save(fig, out_dir, "kl_curves.png", plt))
+
+    sweep = [(pair, v) for pair in pairs for v in variant_order(agg[pair]) if agg[pair][v]["mc_sweep"]]
+    if sweep:
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        for pair, v in sweep:
+            for split, by_k in agg[pair][v]["mc_sweep"].items():
+                ks = sorted(k for k in by_k if by_k[k])
+                ax.errorbar(ks, [by_k[k]["mean"] for k in ks], yerr=[by_k[k]["std"] for k in ks],
+                            marker="o", capsize=3, label=f"{pair} {v} {split}")
+        ax.set_xlabel("K (context samples at decoding)")
+        ax.set_ylabel("BLEU")
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        written.append(_save(fig, out_dir, "mc_sweep.png", plt))
+    return written
+
+
+def _save(fig, out_dir, name, plt) -> str:
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def compare(agg: dict, base: str, other: str) -> List[str]:
+    """``other`` against ``base`` per pair: perplexity ratio, BLEU difference, speed ratio."""
+    lines = []
+    for pair in sorted(agg):
+        a, b = agg[pair].get(base), agg[pair].get(other)
+        if a is None or b is None:
+            continue
+
+        def m(x, key):
+            return x[key]["mean"] if x.get(key) else None
+        parts = [f"[{pair}] {other} vs {base} (seeds {b['seeds']} vs {a['seeds']}):"]
+        if m(a, "valid_ppl") and m(b, "valid_ppl"):
+            parts.append(f"valid ppl {m(b, 'valid_ppl'):.2f} vs {m(a, 'valid_ppl'):.2f} "
+                         f"(ratio {m(b, 'valid_ppl') / m(a, 'valid_ppl'):.3f})")
+        for split in ("test2016", "test2017"):
+            ka = m(a, f"{split}_bleu_tok")
+            kb = m(b, f"{split}_bleu_tok")
+            if ka is not None and kb is not None:
+                parts.append(f"{split} BLEU {kb:.2f} vs {ka:.2f} ({kb - ka:+.2f})")
+        if m(a, "train_wps") and m(b, "train_wps"):
+            parts.append(f"train words/s ratio {m(b, 'train_wps') / m(a, 'train_wps'):.3f}")
+        lines.append("  ".join(parts))
+    return lines
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("runs", nargs="+", help="folders holding run folders (searched recursively)")
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--title", default="Multi30K translation")
+    p.add_argument("--compare", nargs=2, metavar=("BASE", "OTHER"),
+                   help="print variant OTHER against BASE (e.g. lstm soft)")
+    p.add_argument("--no-charts", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        runs = find_runs(args.runs)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    agg = aggregate(runs)
+    os.makedirs(args.out_dir, exist_ok=True)
+    public = [{k: v for k, v in r.items() if k != "dir"} | {"run": os.path.relpath(r["dir"])}
+              for r in runs]
+    with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"runs": public, "aggregate": agg}, f, indent=1, default=str)
+    with open(os.path.join(args.out_dir, "report.md"), "w", encoding="utf-8") as f:
+        f.write(markdown(runs, agg, args.title))
+    written = [] if args.no_charts else charts(runs, agg, args.out_dir)
+    print(f"[mt_report] {len(runs)} runs -> {args.out_dir}/report.md, results.json"
+          + (", " + ", ".join(os.path.basename(w) for w in written) if written else ""))
+    if args.compare:
+        for line in compare(agg, *args.compare):
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

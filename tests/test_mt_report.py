@@ -1,0 +1,131 @@
+"""The translation report on tiny fake runs laid out as recipes/mt_multi30k.sh leaves them."""
+import json
+import math
+
+import pytest
+
+from fairseq_acvi.cli import mt_report
+
+
+def _record(kind, rec):
+    return f"2026-11-25 10:00:00 | INFO | {kind} | {json.dumps(rec)}\n"
+
+
+def make_run(root, variant, seed, valid_nll, bleu, kl=None, sweep=None, ablate=None, tag=""):
+    """One run folder: run.json, a json train.log with one valid/train record per epoch."""
+    run = root / "en_de" / f"{variant}{'-' + tag if tag else ''}_seed{seed}"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"pair": "en_de", "context": variant, "tag": tag,
+                                              "seed": seed, "date": "2026-11-25",
+                                              "extra_train_args": ""}))
+    log = ["noise that is not a record\n",
+           _record("train_inner", {"epoch": 1, "loss": "9.0"})]   # not a per-epoch record
+    for ep, nll in enumerate(valid_nll, start=1):
+        v = {"epoch": ep, "valid_loss": str(nll + 0.5), "valid_nll_loss": str(nll)}
+        if kl is not None:
+            v.update({"valid_kl": str(kl[ep - 1] * 3), "valid_kl_mean_part": str(kl[ep - 1]),
+                      "valid_kl_var_part": str(kl[ep - 1] * 2), "valid_ctx_norm2": str(2 * kl[ep - 1]),
+                      "valid_ctx_var": "0.01"})
+        log.append(_record("valid", v))
+        log.append(_record("train", {"epoch": ep, "train_wps": str(1000 + 100 * ep),
+                                     "train_wall": str(60 * ep)}))
+    (run / "train.log").write_text("".join(log))
+    for name, b in bleu.items():
+        (run / f"bleu_{name}.json").write_text(json.dumps(
+            {"bleu_tok": b, "bleu_detok": b - 1, "n": 10,
+             "sacrebleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"}))
+    for k, b in (sweep or {}).items():
+        (run / f"bleu_test2016_K{k}.json").write_text(json.dumps({"bleu_tok": b, "bleu_detok": b}))
+    for name, nll in (ablate or {}).items():
+        (run / f"validate_{name}.log").write_text(
+            "INFO | fairseq_cli.validate | loading\n" + _record("valid", {"valid_loss": str(nll + 1),
+                                                                          "valid_nll_loss": str(nll)}))
+    return run
+
+
+@pytest.fixture
+def fake_runs(tmp_path):
+    root = tmp_path / "runs"
+    for seed, (b16, b17) in {1: (30.0, 25.0), 2: (32.0, 27.0)}.items():
+        make_run(root, "soft", seed, [5.0, 3.0, 3.2], {"valid": 31.0, "test2016": b16, "test2017": b17,
+                                                        "valid_ablate-zero": 1.0},
+                 ablate={"valid": 3.0, "valid_ablate-zero": 6.0})
+    make_run(root, "acvi", 1, [6.0, 4.0], {"valid": 20.0, "test2016": 21.0, "test2017": 18.0,
+                                           "valid_ablate-zero": 19.0, "valid_ablate-shuffle": 18.5},
+             kl=[7.0, 2.0], sweep={0: 20.5, 10: 21.0}, tag="beta0.1",
+             ablate={"valid": 4.0, "valid_ablate-zero": 4.0})
+    return root
+
+
+def test_train_log_keeps_last_record_of_a_repeated_epoch(tmp_path):
+    p = tmp_path / "train.log"
+    p.write_text(_record("valid", {"epoch": 1, "valid_nll_loss": "5"})
+                 + _record("valid", {"epoch": 1, "valid_nll_loss": "4"})   # resumed run
+                 + _record("valid", {"epoch": 2, "valid_nll_loss": "3"}))
+    recs = mt_report.parse_train_log(str(p))
+    assert recs["valid"] == {1: {"epoch": 1.0, "nll_loss": 4.0}, 2: {"epoch": 2.0, "nll_loss": 3.0}}
+
+
+def test_malformed_record_names_file_and_line(tmp_path):
+    p = tmp_path / "train.log"
+    p.write_text("x\n2026 | INFO | valid | {\"epoch\": 1, oops}\n")
+    with pytest.raises(mt_report.ReportError, match=r"train.log:2: malformed valid record"):
+        mt_report.parse_train_log(str(p))
+
+
+def test_read_run_best_epoch_bleu_source_use_and_sweep(fake_runs):
+    run = mt_report.read_run(str(fake_runs / "en_de" / "acvi-beta0.1_seed1"))
+    assert run["variant"] == "acvi-beta0.1" and run["seed"] == 1
+    assert run["best_epoch"] == 2
+    assert run["valid_ppl"] == pytest.approx(2 ** 4.0)          # 2^nll_loss, not 2^loss
+    assert run["end"] == {"kl": 6.0, "kl_mean_part": 2.0, "kl_var_part": 4.0, "ctx_norm2": 4.0,
+                          "ctx_var": 0.01}
+    assert run["train_wps"] == pytest.approx(1150.0)            # median of 1100, 1200
+    assert run["source_use"]["zero"]["bleu_drop"] == pytest.approx(1.0)
+    assert run["source_use"]["zero"]["ppl_ratio"] == pytest.approx(1.0)
+    assert run["source_use"]["shuffle"] == {"bleu": 18.5, "bleu_drop": pytest.approx(1.5)}
+    assert run["mc_sweep"] == {"test2016": {0: 20.5, 10: 21.0}}
+
+
+def test_aggregate_means_and_sample_std_over_seeds(fake_runs):
+    agg = mt_report.aggregate(mt_report.find_runs([str(fake_runs)]))
+    soft = agg["en_de"]["soft"]
+    assert soft["seeds"] == [1, 2]
+    assert soft["test2016_bleu_tok"]["mean"] == pytest.approx(31.0)
+    assert soft["test2016_bleu_tok"]["std"] == pytest.approx(math.sqrt(2.0))   # n - 1
+    assert soft["valid_ppl"]["mean"] == pytest.approx(8.0)
+    assert soft["ablate_zero_bleu_drop"]["mean"] == pytest.approx(30.0)
+    assert soft["ablate_zero_ppl_ratio"]["mean"] == pytest.approx(8.0)         # 2^6 / 2^3
+    assert soft["end_kl"] is None and soft["mc_sweep"] == {}
+    assert agg["en_de"]["acvi-beta0.1"]["mc_sweep"]["test2016"][10]["mean"] == 21.0
+
+
+def test_cli_writes_report_json_and_charts_and_compares(fake_runs, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert mt_report.main([str(fake_runs), "--out-dir", str(out), "--compare", "soft", "acvi-beta0.1"]) == 0
+    md = (out / "report.md").read_text()
+    assert "| soft | 2 | 8.00 ± 0.00 | 31.00 ± 0.00 | 31.00 ± 1.41 | 26.00 ± 1.41 |" in md
+    assert "| acvi-beta0.1 | 1 | 16.00 |" in md
+    assert "| acvi-beta0.1 | 6.00 | 2.00 | 4.00 | 4.00 | 0.0100 |" in md
+    assert "nrefs:1|case:mixed" in md
+    data = json.loads((out / "results.json").read_text())
+    assert len(data["runs"]) == 3 and set(data["aggregate"]["en_de"]) == {"soft", "acvi-beta0.1"}
+    for png in ("bleu.png", "valid_curves.png", "kl_curves.png", "mc_sweep.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr().out
+    assert "acvi-beta0.1 vs soft" in printed and "test2016 BLEU 21.00 vs 31.00 (-10.00)" in printed
+    assert "valid ppl 16.00 vs 8.00 (ratio 2.000)" in printed
+
+
+def test_no_runs_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert mt_report.main([str(tmp_path / "empty"), "--out-dir", str(tmp_path / "o")]) == 2
+    assert "no run folder" in capsys.readouterr().err
+
+
+def test_run_json_missing_key_names_the_file(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"pair": "en_de", "seed": 1}))
+    with pytest.raises(mt_report.ReportError, match=r"r/run.json: missing key 'context'"):
+        mt_report.read_run(str(run))

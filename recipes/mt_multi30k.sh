@@ -21,7 +21,10 @@
 #   EVAL_SPLITS="valid test2016 test2017"  splits decoded (a configuration sweep decodes valid only:
 #                      choices are made on validation, never on test)
 #   MC_SWEEP=          K values decoded besides the model's default (ACVI: K = 10), e.g. "0 1 5 10 20"
+#   DEFAULT_DECODE=1   0: skip the decode at the model's own K (e.g. to add a K sweep to a finished run:
+#                      TRAIN=0 DEFAULT_DECODE=0 ABLATE=0 MC_SWEEP="0 1 5 10 20")
 #   ABLATE=1           source use: validation BLEU and likelihood with the context replaced by zeros
+#                      (ACVI: on its mean context, K = 0; ablate.json names the baseline decode)
 #                      and by another sentence's (--context-ablation); 0 = skip
 #   TRAIN=1            0: skip training, evaluate the existing checkpoint_best.pt
 #   RUNS=runs/multi30k DATA_BIN=data-bin/multi30k_$PAIR (built by data_scripts/prepare_multi30k.sh)
@@ -131,12 +134,25 @@ EOF
       "${cpu_flag[@]}" "${extra[@]}" > "$RUN/validate_$name.log" 2>&1
   }
 
-  for split in "${SPLITS[@]}"; do decode "$split" "$split"; done
+  if [[ "${DEFAULT_DECODE:-1}" == "1" ]]; then
+    for split in "${SPLITS[@]}"; do decode "$split" "$split"; done
+  fi
   if [[ "$CONTEXT" != "lstm" && "$CONTEXT" != "none" && "$ABLATE" == "1" ]]; then
-    validate valid
+    # A stochastic context is ablated on its mean (K = 0: deterministic, and K times cheaper than
+    # averaging K samples over the full softmax); the baseline is then the K = 0 decode.
+    k_over=""; base=valid
+    if [[ "$STOCHASTIC" == "1" ]]; then
+      k_over="'mc_samples': 0, "; base=valid_K0
+      decode valid valid_K0 "{'mc_samples': 0}"
+    elif [[ " ${SPLITS[*]} " != *" valid "* || "${DEFAULT_DECODE:-1}" != "1" ]]; then
+      decode valid valid
+    fi
+    "$PYTHON" -c "import json,sys; json.dump({'base': sys.argv[2], 'mc_samples': 0 if sys.argv[3] == '1' else None}, open(sys.argv[1], 'w'))" \
+      "$RUN/ablate.json" "$base" "$STOCHASTIC"
+    validate valid "{${k_over%, }}"
     for ab in zero shuffle; do
-      decode valid "valid_ablate-$ab" "{'context_ablation': '$ab'}"
-      validate "valid_ablate-$ab" "{'context_ablation': '$ab'}"
+      decode valid "valid_ablate-$ab" "{${k_over}'context_ablation': '$ab'}"
+      validate "valid_ablate-$ab" "{${k_over}'context_ablation': '$ab'}"
     done
   fi
   if [[ "$STOCHASTIC" == "1" && -n "$MC_SWEEP" ]]; then

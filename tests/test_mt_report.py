@@ -54,6 +54,9 @@ def fake_runs(tmp_path):
                                            "valid_ablate-zero": 19.0, "valid_ablate-shuffle": 18.5},
              kl=[7.0, 2.0], sweep={0: 20.5, 10: 21.0}, tag="beta0.1",
              ablate={"valid": 4.0, "valid_ablate-zero": 4.0})
+    acvi = root / "en_de" / "acvi-beta0.1_seed1"     # ablations on the mean context (K = 0)
+    (acvi / "bleu_valid_K0.json").write_text(json.dumps({"bleu_tok": 19.5, "bleu_detok": 18.5}))
+    (acvi / "ablate.json").write_text(json.dumps({"base": "valid_K0", "mc_samples": 0}))
     return root
 
 
@@ -81,10 +84,10 @@ def test_read_run_best_epoch_bleu_source_use_and_sweep(fake_runs):
     assert run["end"] == {"kl": 6.0, "kl_mean_part": 2.0, "kl_var_part": 4.0, "ctx_norm2": 4.0,
                           "ctx_var": 0.01}
     assert run["train_wps"] == pytest.approx(1150.0)            # median of 1100, 1200
-    assert run["source_use"]["zero"]["bleu_drop"] == pytest.approx(1.0)
+    assert run["source_use"]["zero"]["bleu_drop"] == pytest.approx(0.5)    # 19.5 (K = 0) - 19
     assert run["source_use"]["zero"]["ppl_ratio"] == pytest.approx(1.0)
-    assert run["source_use"]["shuffle"] == {"bleu": 18.5, "bleu_drop": pytest.approx(1.5)}
-    assert run["mc_sweep"] == {"test2016": {0: 20.5, 10: 21.0}}
+    assert run["source_use"]["shuffle"] == {"bleu": 18.5, "bleu_drop": pytest.approx(1.0)}
+    assert run["mc_sweep"] == {"test2016": {0: 20.5, 10: 21.0}, "valid": {0: 19.5}}
 
 
 def test_aggregate_means_and_sample_std_over_seeds(fake_runs):

@@ -339,6 +339,7 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
         assert b["n"] == N_OTHER and 0.0 <= b["bleu_tok"] <= 100.0
         assert b["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "signature nrefs:1" in res.stdout            # the sacreBLEU signature is printed
+    assert json.loads((run / "ablate.json").read_text()) == {"base": "valid_K0", "mc_samples": 0}
     meta = json.loads((run / "run.json").read_text())
     assert (meta["context"], meta["tag"], meta["seed"], meta["max_epoch"]) == ("acvi", "tiny", 1, 1)
     # fairseq's own LSTM through the same recipe (valid only), then the report over both runs

@@ -16,7 +16,8 @@ the KL parts, ‖m_t‖² and mean σ² the ``elbo`` criterion logged for that e
 token, nats), training words/s (median over epochs) and wall time, BLEU per decoded split
 (tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU ``bleu_detok``), the Monte-Carlo
 sweep (``<split>_K<k>``) and source use (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood
-lost when the context is replaced).
+lost when the context is replaced, against the decode ``ablate.json`` names: for ACVI the mean
+context, K = 0).
 
 Outputs in ``--out-dir``: ``results.json`` (every run and the per-variant mean ± std over seeds),
 ``report.md`` (the tables), and PNG charts: ``bleu.png`` (test BLEU per variant, error bars = std
@@ -153,6 +154,9 @@ def read_run(run_dir: str) -> dict:
         rec = parse_validate_log(path)
         if rec is not None and likelihood_bits(rec) is not None:
             run["validate"][name] = {"ppl": 2 ** likelihood_bits(rec), **rec}
+    ablate_path = os.path.join(run_dir, "ablate.json")
+    if os.path.exists(ablate_path):   # the decode the ablations compare with (ACVI: valid_K0)
+        run["ablate_base"] = json.load(open(ablate_path, encoding="utf-8")).get("base", "valid")
     run["source_use"] = source_use(run)
     run["mc_sweep"] = mc_sweep(run)
     return run
@@ -161,7 +165,7 @@ def read_run(run_dir: str) -> dict:
 def source_use(run: dict) -> Dict[str, dict]:
     """BLEU and likelihood lost on validation when the context is ablated (zero / shuffle)."""
     out = {}
-    base = run["bleu"].get("valid")
+    base = run["bleu"].get(run.get("ablate_base", "valid"))
     base_v = run["validate"].get("valid")
     for ab in ABLATIONS:
         name = f"valid_ablate-{ab}"

@@ -145,6 +145,20 @@ def test_acvi_gradients_and_kl_warmup():
     assert acvi.loss_weight("kl") == pytest.approx(0.5)
 
 
+def test_acvi_cyclical_kl_annealing():
+    acvi = _acvi(acvi_kl_cycle_updates=100, acvi_beta=0.4)
+    weights = {}
+    for n in (0, 25, 50, 99, 100, 125, 260):
+        acvi.set_num_updates(n)
+        weights[n] = acvi.loss_weight("kl")
+    assert weights == pytest.approx({0: 0.0, 25: 0.2, 50: 0.4, 99: 0.4, 100: 0.0, 125: 0.2, 260: 0.4})
+    assert acvi.loss_weight("kl_mean_part") == 0.0       # diagnostics never enter the loss
+    with pytest.raises(ValueError, match="at most one of them"):
+        _acvi(acvi_kl_cycle_updates=100, acvi_kl_warmup_updates=10)
+    with pytest.raises(ValueError, match="must be ≥ 0"):
+        _acvi(acvi_kl_cycle_updates=-1)
+
+
 def test_acvi_gumbel_sampler_is_a_mixture_member():
     torch.manual_seed(0)
     h, pad = _memory()

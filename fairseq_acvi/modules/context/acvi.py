@@ -69,7 +69,11 @@ class ACVIContext(ContextInference):
         self.free_bits = getattr(args, "acvi_free_bits", 0.0) or 0.0
         if self.free_bits < 0:
             raise ValueError(f"--acvi-free-bits must be ≥ 0, got {self.free_bits}")
-        self.warmup = getattr(args, "acvi_kl_warmup_updates", 0)
+        self.warmup = getattr(args, "acvi_kl_warmup_updates", 0) or 0
+        self.cycle = getattr(args, "acvi_kl_cycle_updates", 0) or 0
+        if self.warmup < 0 or self.cycle < 0 or (self.warmup > 0 and self.cycle > 0):
+            raise ValueError("--acvi-kl-warmup-updates and --acvi-kl-cycle-updates must be ≥ 0 and "
+                             f"at most one of them set, got {self.warmup} and {self.cycle}")
         self.mc_samples = getattr(args, "mc_samples", 10)
 
     def reset_method_parameters(self):
@@ -93,6 +97,10 @@ class ACVIContext(ContextInference):
         parser.add_argument("--acvi-beta", type=float, metavar="B", help="weight of the KL term")
         parser.add_argument("--acvi-kl-warmup-updates", type=int, metavar="N",
                             help="linear KL warm-up from 0 to β over N updates (0 = off)")
+        parser.add_argument("--acvi-kl-cycle-updates", type=int, metavar="N",
+                            help="cyclical KL annealing (Fu et al. 2019): in every cycle of N "
+                                 "updates the weight rises linearly from 0 to β over the first "
+                                 "half, then stays at β (0 = off)")
         parser.add_argument("--acvi-free-bits", type=float, metavar="L",
                             help="per-dimension KL floor in nats: the loss uses Σ_d max(L, KL_td) "
                                  "(0 = off, the default)")
@@ -140,4 +148,6 @@ class ACVIContext(ContextInference):
             return 1.0
         if self.warmup > 0:
             return self.beta * min(1.0, self.num_updates / self.warmup)
+        if self.cycle > 0:
+            return self.beta * min(1.0, (self.num_updates % self.cycle) / (0.5 * self.cycle))
         return self.beta

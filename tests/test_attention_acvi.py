@@ -159,6 +159,29 @@ def test_acvi_cyclical_kl_annealing():
         _acvi(acvi_kl_cycle_updates=-1)
 
 
+def test_acvi_kl_delay_then_warmup_or_cycle():
+    """--acvi-kl-delay-updates: weight 0 for the first N updates, then the schedule starts."""
+    weights = {}
+    acvi = _acvi(acvi_kl_delay_updates=200, acvi_kl_warmup_updates=100, acvi_beta=0.002)
+    for n in (0, 199, 200, 250, 300, 5000):
+        acvi.set_num_updates(n)
+        weights[n] = acvi.loss_weight("kl")
+    assert weights == pytest.approx({0: 0.0, 199: 0.0, 200: 0.0, 250: 0.001, 300: 0.002,
+                                     5000: 0.002})
+    cyc = _acvi(acvi_kl_delay_updates=10, acvi_kl_cycle_updates=100, acvi_beta=1.0)
+    cyc.set_num_updates(9)
+    assert cyc.loss_weight("kl") == 0.0
+    cyc.set_num_updates(35)
+    assert cyc.loss_weight("kl") == pytest.approx(0.5)
+    plain = _acvi(acvi_kl_delay_updates=10, acvi_beta=0.3)
+    plain.set_num_updates(9)
+    assert plain.loss_weight("kl") == 0.0
+    plain.set_num_updates(10)
+    assert plain.loss_weight("kl") == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="delay-updates must be ≥ 0"):
+        _acvi(acvi_kl_delay_updates=-1)
+
+
 def test_acvi_gumbel_sampler_is_a_mixture_member():
     torch.manual_seed(0)
     h, pad = _memory()

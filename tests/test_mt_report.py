@@ -81,7 +81,7 @@ def test_read_run_best_epoch_bleu_source_use_and_sweep(fake_runs):
     assert run["variant"] == "acvi-beta0.1" and run["seed"] == 1
     assert run["best_epoch"] == 2
     assert run["valid_ppl"] == pytest.approx(2 ** 4.0)          # 2^nll_loss, not 2^loss
-    assert run["end"] == {"kl": 6.0, "kl_mean_part": 2.0, "kl_var_part": 4.0, "ctx_norm2": 4.0,
+    assert run["end"] == {"kl": 6.0, "kl_true": 6.0, "kl_mean_part": 2.0, "kl_var_part": 4.0, "ctx_norm2": 4.0,
                           "ctx_var": 0.01}
     assert run["train_wps"] == pytest.approx(1150.0)            # median of 1100, 1200
     assert run["source_use"]["zero"]["bleu_drop"] == pytest.approx(0.5)    # 19.5 (K = 0) - 19
@@ -109,7 +109,7 @@ def test_cli_writes_report_json_and_charts_and_compares(fake_runs, tmp_path, cap
     md = (out / "report.md").read_text()
     assert "| soft | 2 | 8.00 ± 0.00 | 31.00 ± 0.00 | 31.00 ± 1.41 | 26.00 ± 1.41 |" in md
     assert "| acvi-beta0.1 | 1 | 16.00 |" in md
-    assert "| acvi-beta0.1 | 6.00 | 2.00 | 4.00 | 4.00 | 0.0100 |" in md
+    assert "| acvi-beta0.1 | 6.00 | 6.00 | 2.00 | 4.00 | 4.00 | 0.0100 |" in md
     assert "nrefs:1|case:mixed" in md
     data = json.loads((out / "results.json").read_text())
     assert len(data["runs"]) == 3 and set(data["aggregate"]["en_de"]) == {"soft", "acvi-beta0.1"}

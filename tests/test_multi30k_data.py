@@ -355,7 +355,7 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
     assert set(by_variant) == {"acvi-tiny", "lstm"}
     acvi = by_variant["acvi-tiny"]
     assert acvi["best_epoch"] == 1 and acvi["valid_ppl"] > 1.0
-    assert set(acvi["end"]) == {"kl", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var"}
+    assert set(acvi["end"]) == {"kl", "kl_true", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var"}
     assert acvi["end"]["kl"] == pytest.approx(acvi["end"]["kl_mean_part"] + acvi["end"]["kl_var_part"], rel=1e-3)
     assert set(acvi["source_use"]) == {"zero", "shuffle"} and "ppl_ratio" in acvi["source_use"]["zero"]
     assert set(acvi["mc_sweep"]) == {"valid", "test2016", "test2017"}

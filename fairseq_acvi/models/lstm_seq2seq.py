@@ -123,7 +123,7 @@ def seq2seq_defaults(args, **defaults):
         max_source_positions=1024, max_target_positions=1024,
         acvi_mean="identity", acvi_logvar_layers=1, acvi_sampler="gaussian",
         acvi_gumbel_temperature=0.5, acvi_logvar_init=-6.0, acvi_beta=1.0, acvi_kl_warmup_updates=0,
-        acvi_kl_cycle_updates=0,
+        acvi_kl_cycle_updates=0, acvi_kl_delay_updates=0,
     )
     base.update(defaults)
     for key, value in base.items():

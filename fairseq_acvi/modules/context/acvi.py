@@ -71,6 +71,9 @@ class ACVIContext(ContextInference):
             raise ValueError(f"--acvi-free-bits must be ≥ 0, got {self.free_bits}")
         self.warmup = getattr(args, "acvi_kl_warmup_updates", 0) or 0
         self.cycle = getattr(args, "acvi_kl_cycle_updates", 0) or 0
+        self.delay = getattr(args, "acvi_kl_delay_updates", 0) or 0
+        if self.delay < 0:
+            raise ValueError(f"--acvi-kl-delay-updates must be ≥ 0, got {self.delay}")
         if self.warmup < 0 or self.cycle < 0 or (self.warmup > 0 and self.cycle > 0):
             raise ValueError("--acvi-kl-warmup-updates and --acvi-kl-cycle-updates must be ≥ 0 and "
                              f"at most one of them set, got {self.warmup} and {self.cycle}")
@@ -101,6 +104,12 @@ class ACVIContext(ContextInference):
                             help="cyclical KL annealing (Fu et al. 2019): in every cycle of N "
                                  "updates the weight rises linearly from 0 to β over the first "
                                  "half, then stays at β (0 = off)")
+        parser.add_argument("--acvi-kl-delay-updates", type=int, metavar="N",
+                            help="KL weight 0 for the first N updates; the warm-up or cycles "
+                                 "start after them (0 = off). With Adam the KL's small but "
+                                 "one-signed gradient on the log σ² network raises σ² toward 1 "
+                                 "within ~30 updates at any β > 0 unless the decoder already "
+                                 "relies on the context (docs/acvi_kl_notes.md §5)")
         parser.add_argument("--acvi-free-bits", type=float, metavar="L",
                             help="per-dimension KL floor in nats: the loss uses Σ_d max(L, KL_td) "
                                  "(0 = off, the default)")
@@ -146,8 +155,11 @@ class ACVIContext(ContextInference):
             return 0.0
         if name != "kl":
             return 1.0
+        n = self.num_updates - self.delay
+        if n < 0:
+            return 0.0
         if self.warmup > 0:
-            return self.beta * min(1.0, self.num_updates / self.warmup)
+            return self.beta * min(1.0, n / self.warmup)
         if self.cycle > 0:
-            return self.beta * min(1.0, (self.num_updates % self.cycle) / (0.5 * self.cycle))
+            return self.beta * min(1.0, (n % self.cycle) / (0.5 * self.cycle))
         return self.beta

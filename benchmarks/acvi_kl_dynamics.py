@@ -43,8 +43,9 @@ def run_one(data, name, extra, updates, interval, src, tgt, workdir, python):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with open(log, "w") as f:
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
-    if rc != 0:
-        raise RuntimeError(f"{name}: fairseq-train failed (rc {rc}); see {log}")
+    if rc != 0:   # the log lives in a temporary folder: quote its end
+        tail = "".join(open(log).readlines()[-15:])
+        raise RuntimeError(f"{name}: fairseq-train failed (rc {rc}); its last lines:\n{tail}")
     rows = []
     for line in open(log):
         if "| train_inner |" in line:

@@ -39,7 +39,9 @@ def run_one(data, name, extra, updates, interval, src, tgt, workdir, python):
            "--lr", "0.001", "--clip-norm", "1.0", "--max-tokens", "4000", "--seed", "1",
            "--max-update", str(updates), "--no-save", "--disable-validation", "--cpu",
            "--log-format", "json", "--log-interval", str(interval), "--num-workers", "0",
-           "--save-dir", os.path.join(workdir, name)] + extra.split()
+           "--save-dir", os.path.join(workdir, name),
+           # no schedule unless the configuration sets one (the preset carries its own)
+           "--acvi-kl-delay-updates", "0", "--acvi-kl-warmup-updates", "0"] + extra.split()
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with open(log, "w") as f:
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode

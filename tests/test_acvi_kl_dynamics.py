@@ -19,7 +19,7 @@ import acvi_kl_dynamics  # noqa: E402
 FAKE = r'''#!/usr/bin/env bash
 echo "$@" >> "$(dirname "$0")/calls.txt"
 case "$*" in *--acvi-beta\ 9*) echo "boom" >&2; exit 3 ;; esac
-v=0.5; case "$*" in *--acvi-kl-delay-updates*) v=0.001 ;; esac
+v=0.5; case "$*" in *--acvi-kl-delay-updates\ 5*) v=0.001 ;; esac
 for u in 10 20; do
   echo "2026-11-25 12:00:00 | INFO | train_inner | {\"epoch\": 1, \"num_updates\": \"$u\", \"nll_loss\": \"8.5\", \"kl\": \"100\", \"kl_mean_part\": \"10\", \"kl_var_part\": \"90\", \"ctx_norm2\": \"20\", \"ctx_var\": \"$v\", \"gnorm\": \"1.2\", \"clip\": \"50\"}"
 done
@@ -53,7 +53,9 @@ def test_table_json_and_command(fake_python, tmp_path, capsys):
     assert len(calls) == 2
     for call in calls:
         assert "--context-inference acvi" in call and "--max-update 20" in call
-        assert call.split("--save-dir")[1].split()[1] == "--acvi-beta"   # the config's args last
+        # schedules off by default, then the configuration's own arguments (last, so they win)
+        assert call.split("--save-dir")[1].split()[1:6] == [
+            "--acvi-kl-delay-updates", "0", "--acvi-kl-warmup-updates", "0", "--acvi-beta"]
 
 
 def test_failures_name_the_run_and_the_data(fake_python, tmp_path):

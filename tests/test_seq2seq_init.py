@@ -94,3 +94,26 @@ def test_multi30k_preset_matches_fairseq_lstm_in_size():
 
     assert count(ACVILSTMModel.build_model(args, Task8())) == count(LSTMModel.build_model(ref_args, Task8())) \
         == 7_983_288
+
+
+def test_multi30k_preset_carries_the_kl_schedule_chosen_on_validation():
+    """acvi_lstm_multi30k's ACVI defaults are the configuration chosen on Multi30K validation
+    (docs/results/multi30k_2026-11-25.md); explicit options still win; the paper-size preset
+    keeps the papers' β = 1 without a schedule."""
+    from fairseq_acvi.models.lstm_seq2seq import acvi_lstm_iwslt
+    from fairseq_acvi.modules.context.acvi import ACVIContext
+
+    args = argparse.Namespace(arch="acvi_lstm_multi30k", context_inference="acvi")
+    acvi_lstm_multi30k(args)
+    ctx = ACVIContext(args, 512, 256, 512)
+    assert (ctx.beta, ctx.delay, ctx.warmup, ctx.cycle) == (1e-4, 234, 117, 0)
+    for n, w in ((233, 0.0), (234, 0.0), (292, 1e-4 * 58 / 117), (351, 1e-4), (5000, 1e-4)):
+        ctx.set_num_updates(n)
+        assert ctx.loss_weight("kl") == pytest.approx(w, abs=1e-7), n
+    mine = argparse.Namespace(arch="acvi_lstm_multi30k", context_inference="acvi", acvi_beta=1.0,
+                              acvi_kl_delay_updates=0)
+    acvi_lstm_multi30k(mine)
+    assert (mine.acvi_beta, mine.acvi_kl_delay_updates) == (1.0, 0)
+    paper = argparse.Namespace(arch="acvi_lstm_iwslt", context_inference="acvi")
+    acvi_lstm_iwslt(paper)
+    assert (paper.acvi_beta, paper.acvi_kl_delay_updates, paper.acvi_kl_warmup_updates) == (1.0, 0, 0)

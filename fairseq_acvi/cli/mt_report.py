@@ -39,6 +39,9 @@ from typing import Dict, List, Optional
 
 SPLITS = ("valid", "test2016", "test2017")
 ABLATIONS = ("zero", "shuffle")
+#: the latent-context diagnostics kept per run (``kl_true`` is derived from the two parts)
+_LOGGED_KL = ("kl", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var")
+_END_KL = ("kl", "kl_true") + _LOGGED_KL[1:]
 _RECORD = re.compile(r"\|\s*(train|valid)\s*\|\s*(\{.*\})\s*$")
 
 
@@ -128,7 +131,7 @@ def read_run(run_dir: str) -> dict:
             row = {"epoch": ep, "valid_ppl": 2 ** bits if bits is not None else None,
                    "train_wps": t.get("wps"), "train_wall": t.get("wall"),
                    "train_clip": t.get("clip"), "train_gnorm": t.get("gnorm")}
-            for k in ("kl", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var"):
+            for k in _LOGGED_KL:
                 if k in v:
                     row[k] = v[k]
             if "kl_mean_part" in v and "kl_var_part" in v:
@@ -140,8 +143,7 @@ def read_run(run_dir: str) -> dict:
         best = min(scored, key=lambda e: (e["valid_ppl"], e["epoch"]))
         run["best_epoch"] = best["epoch"]
         run["valid_ppl"] = best["valid_ppl"]
-        run["end"] = {k: best[k] for k in ("kl", "kl_true", "kl_mean_part", "kl_var_part",
-                                           "ctx_norm2", "ctx_var") if k in best}
+        run["end"] = {k: best[k] for k in _END_KL if k in best}
         wps = [e["train_wps"] for e in run["epochs"] if e.get("train_wps")]
         run["train_wps"] = statistics.median(wps) if wps else None
         run["train_wall_s"] = run["epochs"][-1].get("train_wall")
@@ -159,7 +161,8 @@ def read_run(run_dir: str) -> dict:
             run["validate"][name] = {"ppl": 2 ** likelihood_bits(rec), **rec}
     ablate_path = os.path.join(run_dir, "ablate.json")
     if os.path.exists(ablate_path):   # the decode the ablations compare with (ACVI: valid_K0)
-        run["ablate_base"] = json.load(open(ablate_path, encoding="utf-8")).get("base", "valid")
+        with open(ablate_path, encoding="utf-8") as f:
+            run["ablate_base"] = json.load(f).get("base", "valid")
     run["source_use"] = source_use(run)
     run["mc_sweep"] = mc_sweep(run)
     return run
@@ -235,7 +238,7 @@ def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
                     [r["source_use"].get(ab, {}).get("bleu_drop") for r in rs])
                 agg[f"ablate_{ab}_ppl_ratio"] = mean_std(
                     [r["source_use"].get(ab, {}).get("ppl_ratio") for r in rs])
-            for k in ("kl", "kl_true", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var"):
+            for k in _END_KL:
                 agg[f"end_{k}"] = mean_std([r.get("end", {}).get(k) for r in rs])
             ks = sorted({k for r in rs for s in r["mc_sweep"].values() for k in s})
             agg["mc_sweep"] = {s: {k: mean_std([r["mc_sweep"].get(s, {}).get(k) for r in rs])

@@ -132,3 +132,43 @@ def test_run_json_missing_key_names_the_file(tmp_path):
     (run / "run.json").write_text(json.dumps({"pair": "en_de", "seed": 1}))
     with pytest.raises(mt_report.ReportError, match=r"r/run.json: missing key 'context'"):
         mt_report.read_run(str(run))
+
+
+def test_merge_counts_runs_of_an_earlier_report_and_pairs_seeds(fake_runs, tmp_path, capsys):
+    """A report's results.json stands in for run folders that are gone: seed 1 comes from the
+    earlier report, seed 2 from a folder; the tables, the sweep's integer K and the per-seed
+    paired difference are those of both runs read from folders."""
+    first = tmp_path / "first"
+    assert mt_report.main([str(fake_runs), "--out-dir", str(first), "--no-charts"]) == 0
+    later = tmp_path / "later"
+    make_run(later, "acvi", 2, [6.0, 3.0], {"valid": 22.0, "test2016": 25.0, "test2017": 19.0},
+             tag="beta0.1")
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert mt_report.main([str(later), "--merge", str(first / "results.json"), "--out-dir", str(out),
+                           "--no-charts", "--compare", "soft", "acvi-beta0.1"]) == 0
+    data = json.loads((out / "results.json").read_text())
+    acvi = data["aggregate"]["en_de"]["acvi-beta0.1"]
+    assert acvi["seeds"] == [1, 2]
+    assert acvi["test2016_bleu_tok"]["mean"] == pytest.approx(23.0)
+    assert acvi["mc_sweep"]["test2016"]["10"]["n"] == 1                  # seed 1's sweep survived
+    earlier = json.loads((first / "results.json").read_text())["runs"]
+    soft1 = [r["run"] for r in data["runs"] if r["seed"] == 1 and r["variant"] == "soft"]
+    assert soft1 == [r["run"] for r in earlier if r["seed"] == 1 and r["variant"] == "soft"]
+    md = (out / "report.md").read_text()
+    assert "| acvi-beta0.1 | 1, 2 | -10.00 ± 1.41 | -8.00 ± 1.41 | -7.50 ± 0.71 |" in md
+    printed = capsys.readouterr().out
+    # per seed: acvi 21 - soft 30 = -9, acvi 25 - soft 32 = -7  ->  -8 ± sqrt(2)
+    assert "test2016 BLEU 23.00 vs 31.00 (-8.00; paired over seeds [1, 2]: -8.00 ± 1.41)" in printed
+
+
+def test_merge_rejects_a_run_present_twice_and_a_foreign_file(fake_runs, tmp_path, capsys):
+    first = tmp_path / "first"
+    assert mt_report.main([str(fake_runs), "--out-dir", str(first), "--no-charts"]) == 0
+    assert mt_report.main([str(fake_runs), "--merge", str(first / "results.json"),
+                           "--out-dir", str(tmp_path / "o")]) == 2
+    assert "seed 1 appears twice" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rows": []}))
+    assert mt_report.main(["--merge", str(bad), "--out-dir", str(tmp_path / "o")]) == 2
+    assert "bad.json: not an mt_report results.json" in capsys.readouterr().err

@@ -38,6 +38,8 @@ import sys
 from typing import Dict, List, Optional
 
 SPLITS = ("valid", "test2016", "test2017")
+#: the variant every other one is compared with, seed by seed, in the report
+PAIRED_BASE = "soft"
 ABLATIONS = ("zero", "shuffle")
 #: the latent-context diagnostics kept per run (``kl_true`` is derived from the two parts)
 _LOGGED_KL = ("kl", "kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var")
@@ -210,6 +212,47 @@ def find_runs(roots: List[str]) -> List[dict]:
     return [read_run(d) for d in sorted(dirs)]
 
 
+def load_merged(paths: List[str]) -> List[dict]:
+    """Runs recorded in earlier reports' ``results.json`` (``--merge``): a run whose folder is
+    gone (e.g. trained on another machine) still counts in the tables, exactly as reported then."""
+    runs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                recorded = json.load(f)
+        except FileNotFoundError:
+            raise ReportError(f"{path}: no such file (--merge takes results.json files)") from None
+        except json.JSONDecodeError as e:
+            raise ReportError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("runs"), list):
+            raise ReportError(f"{path}: not an mt_report results.json (no 'runs' list)")
+        for i, r in enumerate(recorded["runs"]):
+            missing = [k for k in ("pair", "variant", "seed", "meta", "bleu") if k not in r]
+            if missing:
+                raise ReportError(f"{path}: run {i} lacks {', '.join(missing)}")
+            r = dict(r, dir=None, source=path)
+            r.setdefault("validate", {})
+            r.setdefault("source_use", {})
+            # JSON turned the integer K of the Monte-Carlo sweep into strings
+            r["mc_sweep"] = {s: {int(k): b for k, b in by_k.items()}
+                             for s, by_k in (r.get("mc_sweep") or {}).items()}
+            runs.append(r)
+    return runs
+
+
+def combine_runs(found: List[dict], merged: List[dict]) -> List[dict]:
+    """Runs found in folders plus merged ones; one (pair, variant, seed) may appear only once."""
+    seen: Dict[tuple, str] = {}
+    for r in found + merged:
+        key = (r["pair"], r["variant"], r["seed"])
+        where = r["dir"] or f"{r['source']} ({r.get('run', '?')})"
+        if key in seen:
+            raise ReportError(f"{key[0]} {key[1]} seed {key[2]} appears twice: in {seen[key]} "
+                              f"and in {where}")
+        seen[key] = where
+    return found + merged
+
+
 def mean_std(values: List[float]) -> Optional[dict]:
     values = [v for v in values if v is not None]
     if not values:
@@ -316,6 +359,20 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                     lines += [f"| {v} {split} | " + " | ".join(f"K={k}" for k in ks) + " |",
                               "|---|" + "---|" * len(ks),
                               "| BLEU | " + " | ".join(fmt(by_k[k]) for k in ks) + " |", ""]
+        paired_rows = []
+        for v in variant_order(agg[pair]):
+            if v == PAIRED_BASE or PAIRED_BASE not in agg[pair]:
+                continue
+            diffs = {split: paired(runs, pair, PAIRED_BASE, v, split) for split in SPLITS}
+            if any(d is not None for d in diffs.values()):
+                seeds = sorted({s for d in diffs.values() if d for s in d["seeds"]})
+                paired_rows.append(f"| {v} | {', '.join(map(str, seeds))} | "
+                                   + " | ".join(fmt(diffs[s]) for s in SPLITS) + " |")
+        if paired_rows:
+            lines += ["", f"BLEU minus `{PAIRED_BASE}`'s, seed by seed (the same seed fixes the data "
+                      "order and the initialisation of both), mean ± std over the seeds both have:", "",
+                      "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
+            lines += paired_rows
         lines += ["", "Runs:", "",
                   "| variant | seed | best epoch / trained | valid ppl | test2016 | test2017 | "
                   "wall (s) | date | extra train args |", "|---|---|---|---|---|---|---|---|---|"]
@@ -418,8 +475,23 @@ def _save(fig, out_dir, name, plt) -> str:
     return path
 
 
-def compare(agg: dict, base: str, other: str) -> List[str]:
-    """``other`` against ``base`` per pair: perplexity ratio, BLEU difference, speed ratio."""
+def paired(runs: List[dict], pair: str, base: str, other: str, split: str) -> Optional[dict]:
+    """BLEU of ``other`` minus ``base`` on ``split``, seed by seed over the seeds both have:
+    mean ± std of the per-seed differences (a seed fixes the data order and initialisation of
+    both, so the paired difference is less noisy than the difference of the means)."""
+    def by_seed(variant):
+        return {r["seed"]: r["bleu"][split]["bleu_tok"] for r in runs
+                if r["pair"] == pair and r["variant"] == variant and split in r["bleu"]}
+    a, b = by_seed(base), by_seed(other)
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    return dict(mean_std([b[s] - a[s] for s in seeds]), seeds=seeds)
+
+
+def compare(agg: dict, base: str, other: str, runs: Optional[List[dict]] = None) -> List[str]:
+    """``other`` against ``base`` per pair: perplexity ratio, BLEU difference (and, given the
+    runs, the per-seed paired difference), speed ratio."""
     lines = []
     for pair in sorted(agg):
         a, b = agg[pair].get(base), agg[pair].get(other)
@@ -432,11 +504,15 @@ def compare(agg: dict, base: str, other: str) -> List[str]:
         if m(a, "valid_ppl") and m(b, "valid_ppl"):
             parts.append(f"valid ppl {m(b, 'valid_ppl'):.2f} vs {m(a, 'valid_ppl'):.2f} "
                          f"(ratio {m(b, 'valid_ppl') / m(a, 'valid_ppl'):.3f})")
-        for split in ("test2016", "test2017"):
+        for split in SPLITS:
             ka = m(a, f"{split}_bleu_tok")
             kb = m(b, f"{split}_bleu_tok")
             if ka is not None and kb is not None:
-                parts.append(f"{split} BLEU {kb:.2f} vs {ka:.2f} ({kb - ka:+.2f})")
+                text = f"{split} BLEU {kb:.2f} vs {ka:.2f} ({kb - ka:+.2f}"
+                d = paired(runs, pair, base, other, split) if runs else None
+                if d is not None and d["n"] > 1:
+                    text += f"; paired over seeds {d['seeds']}: {d['mean']:+.2f} ± {d['std']:.2f}"
+                parts.append(text + ")")
         if m(a, "train_wps") and m(b, "train_wps"):
             parts.append(f"train words/s ratio {m(b, 'train_wps') / m(a, 'train_wps'):.3f}")
         lines.append("  ".join(parts))
@@ -445,22 +521,28 @@ def compare(agg: dict, base: str, other: str) -> List[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("runs", nargs="+", help="folders holding run folders (searched recursively)")
+    p.add_argument("runs", nargs="*", help="folders holding run folders (searched recursively)")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--title", default="Multi30K translation")
     p.add_argument("--compare", nargs=2, metavar=("BASE", "OTHER"),
                    help="print variant OTHER against BASE (e.g. lstm soft)")
+    p.add_argument("--merge", nargs="+", default=[], metavar="RESULTS_JSON",
+                   help="also count the runs recorded in these earlier reports' results.json "
+                        "(their run folders need not exist any more)")
     p.add_argument("--no-charts", action="store_true")
     args = p.parse_args(argv)
     try:
-        runs = find_runs(args.runs)
+        found = find_runs(args.runs) if args.runs else []
+        runs = combine_runs(found, load_merged(args.merge))
+        if not runs:
+            raise ReportError("no runs: give run folders and/or --merge results.json")
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     agg = aggregate(runs)
     os.makedirs(args.out_dir, exist_ok=True)
-    public = [{k: v for k, v in r.items() if k != "dir"} | {"run": os.path.relpath(r["dir"])}
-              for r in runs]
+    public = [{k: v for k, v in r.items() if k not in ("dir", "source")}
+              | {"run": os.path.relpath(r["dir"]) if r["dir"] else r.get("run")} for r in runs]
     with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"runs": public, "aggregate": agg}, f, indent=1, default=str)
     with open(os.path.join(args.out_dir, "report.md"), "w", encoding="utf-8") as f:
@@ -469,7 +551,7 @@ def main(argv=None) -> int:
     print(f"[mt_report] {len(runs)} runs -> {args.out_dir}/report.md, results.json"
           + (", " + ", ".join(os.path.basename(w) for w in written) if written else ""))
     if args.compare:
-        for line in compare(agg, *args.compare):
+        for line in compare(agg, *args.compare, runs=runs):
             print(line)
     return 0
 

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python -m fairseq_acvi.cli.mt_report RUNS [RUNS ...] --out-dir docs/results/multi30k_DATE \\
-        [--title "..."] [--compare lstm soft]
+        [--title "..."] [--compare lstm soft] [--merge docs/results/multi30k_EARLIER/results.json]
 
 It reads only what the stock CLIs and the recipe leave in each run folder (any folder holding a
 ``run.json``): ``train.log`` (``fairseq-train --log-format json``: the per-epoch ``valid`` and
@@ -24,7 +24,9 @@ Outputs in ``--out-dir``: ``results.json`` (every run and the per-variant mean �
 over seeds), ``valid_curves.png`` (validation perplexity per epoch), ``kl_curves.png`` (ACVI's KL
 parts and σ² per epoch) and ``mc_sweep.png`` (BLEU against K). ``--compare A B`` prints B against
 A (perplexity ratio, BLEU difference, speed ratio) — the side-by-side baseline check of
-``benchmarks/multi30k_soft_vs_lstm.sh``.
+``benchmarks/multi30k_soft_vs_lstm.sh``. The report also gives every variant's BLEU minus
+``soft``'s seed by seed. ``--merge`` adds the runs an earlier report recorded in its
+``results.json`` (run folders are not kept, e.g. from another machine or an earlier day).
 """
 import argparse
 import glob

@@ -8,7 +8,7 @@ Prints medians over ``--repeats`` interleaved repetitions of:
 
 The models are configured as ``recipes/babi.sh`` trains them (δ = 50, adjacent tying, empty
 memory slots in the softmax, ``tied`` divergence; options to change each), except random noise:
-the recipe inserts 10 % empty memories while training (``--random-noise 0.1``, since session 9);
+the recipe inserts 10 % empty memories while training (``--random-noise 0.1``, since 2026-11-24);
 the plain-PyTorch loop has no such option, so it is off here unless asked for.
 
 1. time per training update of t_memn2n / memn2n (same loop: plugin model + criterion, Adam,

@@ -13,7 +13,7 @@
 # T_DIVERGENCE (tied), PRIOR_DOF (10), ESCORT_SAMPLER (polar; gamma: the same distribution
 # by torch.distributions' construction, slower on CPU, see README), DIVERGENCE_WEIGHT (0.001: single task), JOINT_DIVERGENCE_WEIGHT
 # (0.1: joint), EXTRA ("") more babi_report options.
-# The defaults are the protocol of benchmarks/babi_RESULTS.md: adjacent tying, the empty slots of
+# The defaults are the protocol of docs/results/babi.md: adjacent tying, the empty slots of
 # the 50-slot memory taking part in the softmax (as in the seed's code; masking them leaves task 6
 # at ~55 % test), random noise 0.1 (Sukhbaatar et al.'s RN: 10 % empty memories inserted while
 # training; chosen over none by mean validation accuracy over 20 tasks × 10 seeds, t-MEM-NN 82.2
@@ -33,7 +33,7 @@
 # trains seeds 11-20; then
 #   python -m fairseq_acvi.cli.babi_report --data $BABI_DATA --empty-memories attend \
 #     --merge runs/babi runs/babi_11 --out-dir runs/babi_20
-# keeps per model and task the run a best-of-20 would keep (benchmarks/babi_RESULTS.md: best of 20).
+# keeps per model and task the run a best-of-20 would keep (docs/results/babi.md: best of 20).
 #
 # One model through the stock CLIs instead (what tests/test_memn2n.py does):
 #   fairseq-train $BABI_DATA --user-dir fairseq_acvi --task babi_qa --babi-tasks 1 \

@@ -14,7 +14,7 @@
 #                       (the seed gives no learning rate for the game; bAbI's 0.01 learns it far slower)
 #   T_DIVERGENCE=tied   seed | exact | tied (t-MEM-NN criterion, METHOD §4.2). Not the criterion's
 #                       default 'seed': with it the fitted ν collapse to ~0.002 within 15 epochs here
-#                       and play degrades (see benchmarks/guess_number_RESULTS.md). `tied` is what
+#                       and play degrades (see docs/results/guess_number.md). `tied` is what
 #                       the bAbI recipe uses and what the measured FULL [0,100] run used (§7 there:
 #                       100 epochs in ~40 min on one core); `exact` plays as well on [0,10] but costs
 #                       ~3.5 min per epoch on [0,100] with 10k games

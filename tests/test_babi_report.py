@@ -125,12 +125,13 @@ def test_more_seeds_then_merge_equals_one_best_of_n(tmp_path, shared_data):
     assert "MemN2N: best of 3 runs per task by validation (seeds 1-3), δ 6" in md
 
 
-def test_merge_takes_results_files_and_reproduces_the_session9_table(tmp_path):
-    """--merge also takes results_<setup>*.json files: the committed session-9 files (seeds 1-10
-    and 11-20 of both models, and the joint runs) merge into the best-of-20 table of
-    benchmarks/babi_RESULTS.md; an entry that is neither a folder nor such a file is refused."""
+def test_merge_takes_results_files_and_reproduces_the_published_best_of_20_table(tmp_path):
+    """--merge also takes results_<setup>*.json files: the results files of the 2026-11-24
+    random-noise protocol (seeds 1-10 and 11-20 of both models, and the joint runs; copies of
+    docs/results/babi_2026-11-24_random-noise/ in tests/fixtures/) merge into the best-of-20 table
+    of docs/results/babi.md; an entry that is neither a folder nor such a file is refused."""
     from conftest import REPO
-    runs = REPO / "benchmarks" / "babi_runs" / "session9"
+    runs = REPO / "tests" / "fixtures" / "babi_2026-11-24_random-noise"
     files = [runs / f for f in ("results_single_rn0.1_seeds1-10.json",
                                 "results_single_t_memn2n_rn0.1_seeds11-20.json",
                                 "results_single_memn2n_rn0.1_seeds11-20.json",
@@ -149,7 +150,7 @@ def test_merge_takes_results_files_and_reproduces_the_session9_table(tmp_path):
     joint = json.loads((out / "results_joint.json").read_text())
     assert {k.split("|")[0] for k in joint} == {"memn2n", "t_memn2n"}
     with pytest.raises(ValueError, match="neither an --out-dir folder nor"):
-        babi_report.merge_sources([str(runs / "babi_report.md")])
+        babi_report.merge_sources([str(runs / "README.md")])
 
 
 def test_merge_results_picks_best_and_refuses_overlapping_seeds():
@@ -262,7 +263,7 @@ def test_recipe_script_runs_and_passes_its_options(tmp_path, shared_data):
     assert results["t_memn2n|3"]["escort_sampler"] == "gamma"           # not the default
     md = (out / "babi_report.md").read_text()
     assert "t-MEM-NN: best of 1 runs per task by validation (seeds 1-1), δ 7, escort sampler gamma" in md
-    assert "random noise 0.1," in md                        # the protocol's default (session 9)
+    assert "random noise 0.1," in md                        # the protocol's default (since 2026-11-24)
 
 
 def test_selection_table_compares_the_rules_and_the_mean_over_seeds():

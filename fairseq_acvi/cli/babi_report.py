@@ -373,7 +373,7 @@ def merge_sources(entries: List[str]) -> Dict[str, List[Tuple[str, Optional[str]
 
     An entry is an earlier ``--out-dir`` (its results_single.json / results_joint.json, and its
     ckpt/) or one results file whose name says its setup, ``results_single*.json`` or
-    ``results_joint*.json`` (e.g. the files under benchmarks/babi_runs/; no checkpoints).
+    ``results_joint*.json`` (e.g. the files under docs/results/babi_2026-*/; no checkpoints).
     """
     sources: Dict[str, List[Tuple[str, Optional[str]]]] = {"single": [], "joint": []}
     for entry in entries:

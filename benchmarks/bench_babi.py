@@ -1,4 +1,4 @@
-"""Speed of the bAbI memory networks (METHOD §4.2 cost claims; D §6.4.4), as ratios measured side by side.
+"""Speed of the bAbI memory networks (docs/method.md §4.2 cost claims; D §6.4.4), as ratios measured side by side.
 
     python benchmarks/bench_babi.py [--data PATH/en] [--task 1] [--repeats 7] [--updates 40] [--joint]
     python benchmarks/bench_babi.py --posterior-only

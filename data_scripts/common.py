@@ -1,4 +1,4 @@
-"""Shared helpers of the machine-translation data scripts (METHOD.md §3.3).
+"""Shared helpers of the machine-translation data scripts (docs/method.md §3.3).
 
 Everything here fails loudly: a missing file, a ragged parallel corpus or a malformed vocabulary raises
 :class:`DataError` with the offending path (and line where there is one), never a silent skip.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Per-video frame features for the video_captioning task (METHOD.md §3.2; ACVI paper §4.2).
+"""Per-video frame features for the video_captioning task (docs/method.md §3.2; ACVI paper §4.2).
 
 For each video: 24 equally spaced frames of the first 240 (``select_frame_indices``: frame
 ``k * u // 24`` for k = 0..23 with u = min(frames, 240), i.e. 0, 10, ..., 230 for a long video; a video

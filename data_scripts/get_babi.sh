@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Get the bAbI QA tasks v1.2 (METHOD §4.3) and print the folder to pass to --task babi_qa.
+# Get the bAbI QA tasks v1.2 (docs/method.md §4.3) and print the folder to pass to --task babi_qa.
 #
 # Usage (from the repo root):
 #   bash data_scripts/get_babi.sh                      # download the official release (online)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Generate "Guess the number" dialogues in bAbI v1.2 format (METHOD §4.4, D §6.6).
+"""Generate "Guess the number" dialogues in bAbI v1.2 format (docs/method.md §4.4, D §6.6).
 
 Writes into ``--out``::
 
@@ -9,7 +9,7 @@ Writes into ``--out``::
 
 so that ``--task babi_qa --babi-tasks ID`` can train on the folder. Targets are uniform on
 ``[--low, --high]``; the recorded student is ``--player`` (``random``: uniform inside the bounds
-implied by the history, the METHOD decision; ``bisect``: midpoint). One question per round; see
+implied by the history, the decision of docs/method.md §4.4; ``bisect``: midpoint). One question per round; see
 :mod:`fairseq_acvi.data.guess_number` for the line format and the supporting facts. Every file is
 read back and checked line by line before the command reports success.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Prepare CNN/DailyMail for the pointer-generator with OOV position markers (METHOD §3.1).
+"""Prepare CNN/DailyMail for the pointer-generator with OOV position markers (docs/method.md §3.1).
 
 Input, per split (train / valid / test), either
   * ``--{split}-stories PATH``: the standard ``.story`` files (article lines, then ``@highlight``

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare CNN/DailyMail with OOV position markers, then binarise it for fairseq (METHOD §3.1).
+# Prepare CNN/DailyMail with OOV position markers, then binarise it for fairseq (docs/method.md §3.1).
 #
 # Usage (from the repo root), the arguments are passed to prepare_cnndm.py:
 #   OUT_DIR=data/cnndm/text BIN_DIR=data-bin/cnndm bash data_scripts/prepare_cnndm.sh \

@@ -1,4 +1,4 @@
-"""Prepare IWSLT'15 En<->Vi for fairseq, word level with the official vocabularies (METHOD.md §3.3).
+"""Prepare IWSLT'15 En<->Vi for fairseq, word level with the official vocabularies (docs/method.md §3.3).
 
 Input: the Stanford NMT release (Luong & Manning 2015) ``train.{en,vi}``, ``tst2012.{en,vi}`` (valid),
 ``tst2013.{en,vi}`` (test), ``vocab.{en,vi}``, from ``--raw-dir`` or downloaded. The text is already

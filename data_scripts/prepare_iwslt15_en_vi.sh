@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# IWSLT'15 En<->Vi -> fairseq data-bin, word level with the official Stanford vocabularies (METHOD.md §3.3).
+# IWSLT'15 En<->Vi -> fairseq data-bin, word level with the official Stanford vocabularies (docs/method.md §3.3).
 # Run from the repo root. Options (env vars):
 #   SRC=en TGT=vi        direction (or SRC=vi TGT=en)
 #   IWSLT_DIR=path       folder with train/tst2012/tst2013.{en,vi} and vocab.{en,vi}; unset: download them

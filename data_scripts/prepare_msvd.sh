@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the data folder the `video_captioning` task reads (METHOD.md §3.2) from the MSVD/Youtube2Text
+# Build the data folder the `video_captioning` task reads (docs/method.md §3.2) from the MSVD/Youtube2Text
 # caption files (sents_{train,val,test}_lc_nopunc.txt: 1200 / 100 / 670 videos).
 #
 #   OUT_DIR/train.tsv valid.tsv test.tsv   VIDEO_ID<TAB>caption (validated copies, LF line ends)

@@ -1,4 +1,4 @@
-"""Prepare WMT'16 En<->Ro for fairseq with a joint sentencepiece BPE vocabulary (METHOD.md §3.3).
+"""Prepare WMT'16 En<->Ro for fairseq with a joint sentencepiece BPE vocabulary (docs/method.md §3.3).
 
 Input (``--raw-dir`` or downloaded from statmt.org / OPUS):
   train  every parallel corpus found of: Europarl v8 ``europarl-v8.ro-en.{en,ro}``, SETIMES2

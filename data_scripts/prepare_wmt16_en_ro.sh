@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# WMT'16 En<->Ro -> fairseq data-bin with a joint sentencepiece BPE vocabulary (METHOD.md §3.3).
+# WMT'16 En<->Ro -> fairseq data-bin with a joint sentencepiece BPE vocabulary (docs/method.md §3.3).
 # Run from the repo root. Options (env vars):
 #   SRC=en TGT=ro        direction (or SRC=ro TGT=en)
 #   WMT_DIR=path         folder with the WMT'16 files (europarl-v8.ro-en.*, SETIMES.en-ro.*, newsdev2016/newstest2016

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Replace ``<unk-j>`` markers in generated summaries by the j-th source word (METHOD §3.1).
+"""Replace ``<unk-j>`` markers in generated summaries by the j-th source word (docs/method.md §3.1).
 
     python data_scripts/restore_oov.py --src DATA/test.article --hyp GEN_OUT [--out FILE]
 

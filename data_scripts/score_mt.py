@@ -1,4 +1,4 @@
-"""Score ``fairseq-generate`` output with sacrebleu against raw references (METHOD.md §3.3 metric).
+"""Score ``fairseq-generate`` output with sacrebleu against raw references (docs/method.md §3.3 metric).
 
 Prints (and with ``--json`` writes) two BLEU scores:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bAbI (METHOD §4-5): train and test MemN2N and t-MEM-NN (S = 1, 10), single-task and joint,
+# bAbI (docs/method.md §4-5): train and test MemN2N and t-MEM-NN (S = 1, 10), single-task and joint,
 # and write the report (markdown table next to the published one, bar chart, fitted ν,
 # per-hop attention). Run from the repo root.
 #
@@ -18,14 +18,14 @@
 # at ~55 % test), random noise 0.1 (Sukhbaatar et al.'s RN: 10 % empty memories inserted while
 # training; chosen over none by mean validation accuracy over 20 tasks × 10 seeds, t-MEM-NN 82.2
 # vs 78.7, MemN2N 81.6 vs 79.1), 20 linear-start epochs, t-divergence `tied` (with `seed` the
-# fitted ν collapse to ~0.002, METHOD §4.2) weighted by β = 0.001 on single tasks and 0.1 jointly
+# fitted ν collapse to ~0.002, docs/method.md §4.2) weighted by β = 0.001 on single tasks and 0.1 jointly
 # (the prior term is β·(B/N)·D_t: per example β/N, 1.1e-6 and 5.6e-6; with β = 1 the prior outweighs
 # 900 examples: t-MEM-NN stays at 36 % on task 2 where MemN2N reaches 81 %; β = 0.1 on single tasks
-# leaves task 6 at 58 %, β = 0.001 reaches 89 %) and δ = 50 on single tasks (METHOD §4.3's ablation
+# leaves task 6 at 58 %, β = 0.001 reaches 89 %) and δ = 50 on single tasks (docs/method.md §4.3's ablation
 # value; chosen over 20 by mean validation accuracy for both models: 86.6 vs 83.5 MemN2N, 86.8 vs
 # 83.6 t-MEM-NN). Set EMBED_DIM=20 TYING=layerwise EMPTY_MEMORIES=mask
 # LINEAR_START=0 T_DIVERGENCE=seed DIVERGENCE_WEIGHT=1 JOINT_DIVERGENCE_WEIGHT=1
-# for METHOD §4.1-4.2's literal model and objective. The full default run trains 20 × 20 + 2 × 3
+# for docs/method.md §4.1-4.2's literal model and objective. The full default run trains 20 × 20 + 2 × 3
 # models: about 2.5 h in one process on an idle CPU core (measured 2026-11-24: 10-27 s per
 # single-task run, 4 min per MemN2N and 6 min per t-MEM-NN joint run). To use two cores, run SETUPS=single with TASKS=1,3,...,19 and
 # TASKS=2,4,...,20 in two shells with different OUT_DIRs, and SETUPS=joint in one of them.

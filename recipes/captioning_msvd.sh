@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Video captioning on MSVD/Youtube2Text with any context-inference variant (METHOD.md §3.2; published
+# Video captioning on MSVD/Youtube2Text with any context-inference variant (docs/method.md §3.2; published
 # numbers §5, P Table 3). Features -> train (Adam) -> decode valid and test (beam 5, one caption per
 # video) -> ROUGE-L / CIDEr (+ BLEU-4, METEOR) printed next to the paper's Table 3. From the repo root:
 #   CONTEXT=acvi bash recipes/captioning_msvd.sh [extra fairseq-train args]

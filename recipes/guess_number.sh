@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# "Guess the number" (METHOD.md §4.4; published numbers §5, D Tables 16-17): generate the dialogue
+# "Guess the number" (docs/method.md §4.4; published numbers §5, D Tables 16-17): generate the dialogue
 # games, train MemN2N and t-MEM-NN on them with fairseq-train, play 100 fresh test games with each
 # model, and print accuracy / success / rounds next to the published figures. Run from the repo root:
 #   bash recipes/guess_number.sh            # short default: range [0,10], 1k training games
@@ -9,10 +9,10 @@
 #   SETTINGS            space-separated LOW:HIGH:TRAIN_GAMES (overrides FULL), e.g. "0:10:100 0:100:1000"
 #   OUT=runs/guess_number   data, checkpoints, logs and results go under $OUT/<LOW>-<HIGH>_<GAMES>/
 #   MODELS="memn2n t_memn2n"
-#   PLAYER=random       the student recorded in the training games (random | bisect), METHOD §4.4
+#   PLAYER=random       the student recorded in the training games (random | bisect), docs/method.md §4.4
 #   MAX_EPOCH=30 (FULL: 100)  LR=0.1  LR_HALVE_EPOCHS=10 (FULL: 25)  BATCH_SIZE=32  OPTIMIZER=adagrad
 #                       (the seed gives no learning rate for the game; bAbI's 0.01 learns it far slower)
-#   T_DIVERGENCE=tied   seed | exact | tied (t-MEM-NN criterion, METHOD §4.2). Not the criterion's
+#   T_DIVERGENCE=tied   seed | exact | tied (t-MEM-NN criterion, docs/method.md §4.2). Not the criterion's
 #                       default 'seed': with it the fitted ν collapse to ~0.002 within 15 epochs here
 #                       and play degrades (see docs/results/guess_number.md). `tied` is what
 #                       the bAbI recipe uses and what the measured FULL [0,100] run used (§7 there:

@@ -53,7 +53,7 @@ for split in valid test; do
     | tee -a "$SAVE_DIR/bleu.txt"
 done
 
-# Published BLEU dev/test (P Table 4; METHOD.md §5), soft-attention baseline vs ACVI.
+# Published BLEU dev/test (P Table 4; docs/method.md §5), soft-attention baseline vs ACVI.
 echo "[paper, P Table 4] $SRC->$TGT BLEU dev/test: $(mt_paper_row "$SRC-$TGT")" | tee -a "$SAVE_DIR/bleu.txt"
 if [[ "$SMOKE" == "1" ]]; then
   echo "[recipe] SMOKE data: $MT_SMOKE_NOTE -- NOT comparable with the paper" | tee -a "$SAVE_DIR/bleu.txt"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# IWSLT'15 En<->Vi with any context-inference variant (METHOD.md §3.3; published numbers §5, P Table 4).
+# IWSLT'15 En<->Vi with any context-inference variant (docs/method.md §3.3; published numbers §5, P Table 4).
 # Trains, then decodes valid (tst2012) and test (tst2013) with beam 10 and prints sacrebleu BLEU (detokenised)
 # and tokenised "multi-bleu style" BLEU, next to the paper's figures. Run from the repo root:
 #   CONTEXT=acvi bash recipes/mt_iwslt15.sh [extra fairseq-train args]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# WMT'16 En<->Ro (joint sentencepiece BPE) with any context-inference variant (METHOD.md §3.3; §5, P Table 4).
+# WMT'16 En<->Ro (joint sentencepiece BPE) with any context-inference variant (docs/method.md §3.3; §5, P Table 4).
 # Trains, then decodes valid (newsdev2016) and test (newstest2016) with beam 10 and prints sacrebleu BLEU
 # (detokenised: sentencepiece output vs the raw references) next to the paper's figures. Run from the repo root:
 #   CONTEXT=acvi bash recipes/mt_wmt16_en_ro.sh [extra fairseq-train args]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CNN/DailyMail pointer-generator + coverage, any context-inference variant (METHOD.md §3.1; numbers §5).
+# CNN/DailyMail pointer-generator + coverage, any context-inference variant (docs/method.md §3.1; numbers §5).
 # Phased training of the ACVI paper (P Table 5), then beam-5 decoding of the test set, OOV restoration
 # and ROUGE / METEOR / novelty evaluation. Run from the repo root after data_scripts/prepare_cnndm.sh:
 #   CONTEXT=acvi DATA=data-bin/cnndm bash recipes/summarization_cnndm.sh [extra fairseq-train args]

@@ -1,4 +1,4 @@
-"""Scorers (METHOD §1) and the soft / ACVI context inference (§2.1-2.2)."""
+"""Scorers (docs/method.md §1) and the soft / ACVI context inference (§2.1-2.2)."""
 import argparse
 import math
 

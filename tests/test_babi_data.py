@@ -1,4 +1,4 @@
-"""bAbI parser, task and dataset (METHOD §4.1, §4.3): good files, malformed files, real data."""
+"""bAbI parser, task and dataset (docs/method.md §4.1, §4.3): good files, malformed files, real data."""
 import pytest
 
 from fairseq_acvi.data.babi import (find_task_files, parse_babi_file, parse_task_list,

@@ -1,5 +1,5 @@
 """Caption metrics (COCO toolkit: BLEU-4, ROUGE-L, CIDEr-D, METEOR 1.5) on hand-made cases, and the
-evaluation command's mapping of fairseq-generate output to videos (METHOD.md §3.2, §5)."""
+evaluation command's mapping of fairseq-generate output to videos (docs/method.md §3.2, §5)."""
 import json
 import math
 import shutil

@@ -1,4 +1,4 @@
-"""Structured (segmentation) attention, METHOD.md §2.3: the binary chain CRF against brute-force
+"""Structured (segmentation) attention, docs/method.md §2.3: the binary chain CRF against brute-force
 enumeration, exact handling of padding, gradients, and the context formula."""
 import argparse
 import itertools

@@ -1,4 +1,4 @@
-"""Variational attention, METHOD.md §2.4: KL(q||a), the enum expectation, the REINFORCE surrogate,
+"""Variational attention, docs/method.md §2.4: KL(q||a), the enum expectation, the REINFORCE surrogate,
 the inference network over the target, decoding with the prior, and padding."""
 import argparse
 

@@ -1,4 +1,4 @@
-"""VED, METHOD.md §2.5: the sentence latent, its KL (closed form vs Monte Carlo), the annealing
+"""VED, docs/method.md §2.5: the sentence latent, its KL (closed form vs Monte Carlo), the annealing
 schedules, deterministic decoding with z = μ, and the [c ; z] context."""
 import argparse
 import math

@@ -1,4 +1,4 @@
-""""Guess the number" (METHOD §4.4): generator, teacher, metrics, model player, CLI round trip."""
+""""Guess the number" (docs/method.md §4.4): generator, teacher, metrics, model player, CLI round trip."""
 import importlib.util
 import json
 import math

@@ -1,4 +1,4 @@
-"""memn2n / t_memn2n (METHOD §4.1-4.2): encodings by hand, MC averaging, learning, CLI round trip."""
+"""memn2n / t_memn2n (docs/method.md §4.1-4.2): encodings by hand, MC averaging, learning, CLI round trip."""
 import math
 import re
 

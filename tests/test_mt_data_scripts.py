@@ -1,4 +1,4 @@
-"""The machine-translation data scripts and BLEU scorer (METHOD.md §3.3), run on the shared data.
+"""The machine-translation data scripts and BLEU scorer (docs/method.md §3.3), run on the shared data.
 
 The IWSLT'15 and WMT'16 scripts are run in SMOKE mode (the shared copies hold no training sets) into a
 tmp dir through their shell entry points; the binarised data are read back with fairseq and compared

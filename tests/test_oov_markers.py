@@ -1,4 +1,4 @@
-"""OOV position markers (METHOD §3.1): encoding, dictionary, truncation, prepare → restore."""
+"""OOV position markers (docs/method.md §3.1): encoding, dictionary, truncation, prepare → restore."""
 import importlib.util
 import json
 import os

@@ -1,4 +1,4 @@
-"""The pointer-generator (METHOD §3.1): copy mixture, coverage, incremental decoding, learning."""
+"""The pointer-generator (docs/method.md §3.1): copy mixture, coverage, incremental decoding, learning."""
 import argparse
 import math
 
@@ -144,7 +144,7 @@ def test_incremental_decoding_equals_teacher_forcing_with_coverage(variant, opts
 
 
 def test_acvi_mc_average_is_over_the_mixed_distribution():
-    """P_t = (1/K) Σ_k P_mix(· | c^(k)), each sample with its own p_gen(c^(k)) (METHOD §2.2)."""
+    """P_t = (1/K) Σ_k P_mix(· | c^(k)), each sample with its own p_gen(c^(k)) (docs/method.md §2.2)."""
     torch.manual_seed(0)
     model, d = build_model("acvi", mc_samples=0)
     model.eval()

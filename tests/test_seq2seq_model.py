@@ -1,4 +1,4 @@
-"""The acvi_lstm model: incremental decoding, beam reordering, learning (METHOD §2-3)."""
+"""The acvi_lstm model: incremental decoding, beam reordering, learning (docs/method.md §2-3)."""
 import argparse
 
 import pytest

@@ -1,4 +1,4 @@
-"""Student-t escort sampling and the t-divergence (METHOD §4.2) against numerical integration."""
+"""Student-t escort sampling and the t-divergence (docs/method.md §4.2) against numerical integration."""
 import math
 
 import numpy as np
@@ -86,7 +86,7 @@ def test_zero_iff_q_equals_p_and_nonnegative():
 
 
 def test_seed_formula_gap_report(capsys):
-    """The numbers of METHOD §4.2 (per element, μ = 0, σ = 1), printed next to the definition."""
+    """The numbers of docs/method.md §4.2 (per element, μ = 0, σ = 1), printed next to the definition."""
     expected = {(10, 10): 0.0, (100, 10): 14.0, (3, 10): -1.79, (5, 100): -1.89}
     rows = []
     for (nu_q, nu_p), want in expected.items():

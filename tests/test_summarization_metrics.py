@@ -1,4 +1,4 @@
-"""ROUGE / METEOR / novelty (METHOD §5, P Tables 1-2) and the eval_summarization command."""
+"""ROUGE / METEOR / novelty (docs/method.md §5, P Tables 1-2) and the eval_summarization command."""
 import json
 import shutil
 

@@ -1,4 +1,4 @@
-"""The acvi_video_captioner model (METHOD.md §2, §3.2): incremental decoding, padding masks, beam
+"""The acvi_video_captioner model (docs/method.md §2, §3.2): incremental decoding, padding masks, beam
 reordering, feature-size errors, and fairseq-train → fairseq-generate → eval_captioning on tiny
 synthetic features with the shared MSVD captions."""
 import argparse

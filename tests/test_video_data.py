@@ -1,4 +1,4 @@
-"""Video-captioning data path (METHOD.md §3.2): caption files, dictionary, feature files, batches,
+"""Video-captioning data path (docs/method.md §3.2): caption files, dictionary, feature files, batches,
 frame selection, the task's generator, and a fairseq-train -> fairseq-generate -> eval round trip."""
 import importlib.util
 import os

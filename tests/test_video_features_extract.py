@@ -1,4 +1,4 @@
-"""The real (GoogLeNet pool5) path of data_scripts/extract_video_features.py (METHOD.md §3.2).
+"""The real (GoogLeNet pool5) path of data_scripts/extract_video_features.py (docs/method.md §3.2).
 
 No pretrained weights can be fetched in tests, so a GoogLeNet with random weights is saved in the layout of
 torchvision's ``GoogLeNet_Weights.IMAGENET1K_V1`` file (a state dict of ``GoogLeNet(aux_logits=True)``,

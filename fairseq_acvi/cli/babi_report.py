@@ -7,7 +7,7 @@ Usage (from the repository root)::
 
 For every setup (``single``: one model per task, 100 epochs, lr halved every 25; ``joint``: one
 model on all selected tasks, 60 epochs, lr halved every 15, δ = ``--joint-embed-dim`` (50), β =
-``--joint-divergence-weight``, ``--joint-seeds`` runs; METHOD.md §4.1, §4.3) and model it
+``--joint-divergence-weight``, ``--joint-seeds`` runs; docs/method.md §4.1, §4.3) and model it
 trains ``--seeds`` runs (seeds 1..N) in-process with the plugin's own task, model and criterion
 (``babi_qa``, ``memn2n`` / ``t_memn2n``, ``qa_cross_entropy`` / ``t_divergence``) in a plain
 PyTorch loop (32 minibatches per epoch for single tasks, batches of 32 for joint training), keeps
@@ -19,7 +19,7 @@ for selection; the report shows the chosen run's.
 
 Outputs in ``--out-dir``: ``results_<setup>.json`` (appended as runs finish, so a partial run
 still reports), ``babi_report.md`` (tables shaped like D Table 2 / Table 10 with the published
-numbers of METHOD §5 side by side, the fitted ν, per-hop attention for chosen stories next to the
+numbers of docs/method.md §5 side by side, the fitted ν, per-hop attention for chosen stories next to the
 supporting facts), ``babi_accuracy_<setup>.png`` (bar charts) and ``ckpt/`` (state dicts of the chosen
 runs). ``--render-only`` rebuilds the markdown and the chart from the JSON files.
 
@@ -41,7 +41,7 @@ import torch
 
 from fairseq_acvi.modules.student_t import SAMPLERS
 
-# Published test accuracy (METHOD.md §5): task -> (MemN2N, t-MEM-NN S=1, t-MEM-NN S=10).
+# Published test accuracy (docs/method.md §5): task -> (MemN2N, t-MEM-NN S=1, t-MEM-NN S=10).
 PUBLISHED_SINGLE = {
     1: (100, 100, 100), 2: (84, 77, 84), 3: (55, 55, 57), 4: (96, 94, 96), 5: (88, 87, 88),
     6: (92, 93, 97), 7: (83, 81, 85), 8: (87, 87, 90), 9: (90, 88, 92), 10: (78, 81, 84),
@@ -628,7 +628,7 @@ def runs_line(results: dict) -> str:
 
 
 def render(args):
-    out = ["# bAbI report (en-1k style; METHOD.md §4-5)", "",
+    out = ["# bAbI report (en-1k style; docs/method.md §4-5)", "",
            f"Data: `{os.path.basename(os.path.normpath(args.data))}`; optimizer {args.optimizer}, lr {args.lr} (halved every "
            f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip {args.clip_norm}, "
            f"δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "

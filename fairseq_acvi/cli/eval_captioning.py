@@ -1,4 +1,4 @@
-"""Score video captions and print the ACVI paper's Table 3 layout (METHOD.md §3.2, §5).
+"""Score video captions and print the ACVI paper's Table 3 layout (docs/method.md §3.2, §5).
 
 Usage (one ``--split`` per evaluated split; NAME ``valid``/``test`` fill the Table 3 rows)::
 

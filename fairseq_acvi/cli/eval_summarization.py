@@ -7,7 +7,7 @@ H, R (and S) are line-aligned: line i of each is example i (a last line without 
 newline is fine). Empty lines are an error naming the file and line (``--allow-empty-hyp`` scores
 an empty hypothesis as an empty summary instead). Metric definitions: ROUGE in
 :mod:`fairseq_acvi.metrics.rouge`, METEOR in :mod:`fairseq_acvi.metrics.meteor`, novelty in
-:mod:`fairseq_acvi.metrics.novelty` (METHOD §5, P Tables 1-2). Hypotheses must already have
+:mod:`fairseq_acvi.metrics.novelty` (docs/method.md §5, P Tables 1-2). Hypotheses must already have
 their ``<unk-j>`` markers restored (``data_scripts/restore_oov.py``); a left-over marker is an
 error.
 """

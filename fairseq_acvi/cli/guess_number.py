@@ -1,4 +1,4 @@
-"""Play "Guess the number" with a trained memory network (METHOD §4.4, D §6.6).
+"""Play "Guess the number" with a trained memory network (docs/method.md §4.4, D §6.6).
 
     python -m fairseq_acvi.cli.guess_number --path CKPT --data DIR [--games 100] [--seed 1]
         [--mc-samples 10] [--transcripts 3] [--results-json OUT.json]
@@ -9,7 +9,7 @@ A simulated teacher draws ``--games`` fresh targets from ``--seed`` and answers 
 true target; a game stops when won or after ``--max-tries`` (100). Each round the model reads the
 dialogue so far (the last ``memory_size`` statement lines, as in training) and the question
 ``what is your guess ?``; its output is the most probable token of the answer distribution
-(t-MEM-NN: the average over ``--mc-samples`` S draws of the weights, METHOD §4.2). A token that is
+(t-MEM-NN: the average over ``--mc-samples`` S draws of the weights, docs/method.md §4.2). A token that is
 not a number is an *invalid* guess: it counts as out of bounds, the teacher answers ``invalid``,
 and the game goes on (``--numbers-only`` restricts the arg-max to number tokens instead).
 Prints accuracy / success / mean rounds (see :mod:`fairseq_acvi.data.guess_number`).

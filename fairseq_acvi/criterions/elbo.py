@@ -1,11 +1,11 @@
-"""``elbo``: token cross-entropy + weighted latent-variable terms (METHOD.md §2.2, P 22, D 83).
+"""``elbo``: token cross-entropy + weighted latent-variable terms (docs/method.md §2.2, P 22, D 83).
 
     loss = Σ_t −log P(y_t | …)  +  Σ_name weight_name · term_name
 
 The terms are whatever the model's context inference returns in ``net_output[1]["losses"]``
 as ``{name: (sum, weight)}``: the ACVI KL (weight β with optional warm-up), the variational
 attention KL and REINFORCE surrogate, the VED KL (annealed), the coverage loss (weight
-``--coverage-weight``; METHOD §3.1). Each term is logged separately, per target token, in nats;
+``--coverage-weight``; docs/method.md §3.1). Each term is logged separately, per target token, in nats;
 ``loss`` and ``nll_loss`` are logged per token in base 2 like fairseq's cross-entropy.
 Everything here is float32 (the model returns float32 log-probabilities).
 """
@@ -23,7 +23,7 @@ KNOWN_TERMS = ("kl", "coverage", "reinforce", "ved_kl")
 @dataclass
 class ELBOConfig(FairseqDataclass):
     coverage_weight: float = field(
-        default=1.0, metadata={"help": "λ of the coverage loss λ Σ_i min(a_ti, k_ti) (METHOD §3.1)"})
+        default=1.0, metadata={"help": "λ of the coverage loss λ Σ_i min(a_ti, k_ti) (docs/method.md §3.1)"})
     sentence_avg: bool = field(default=False, metadata={"help": "normalise by sentences, not tokens"})
 
 

@@ -1,4 +1,4 @@
-"""Criterion ``qa_cross_entropy``: answer NLL for memory networks, logging accuracy (METHOD §4.1).
+"""Criterion ``qa_cross_entropy``: answer NLL for memory networks, logging accuracy (docs/method.md §4.1).
 
 The model returns (log_probs (B, V) float32, extra); loss = Σ_b −log p(a_b), sample_size = B.
 Logged: loss and nll_loss (base 2, per question, as fairseq does), accuracy (% of argmax = answer).

@@ -1,4 +1,4 @@
-"""Criterion ``t_divergence``: the t-MEM-NN objective (METHOD §4.2; D 54-55).
+"""Criterion ``t_divergence``: the t-MEM-NN objective (docs/method.md §4.2; D 54-55).
 
 Per minibatch of B questions from a training set of N:
 

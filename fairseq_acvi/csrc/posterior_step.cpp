@@ -1,4 +1,4 @@
-// t-MEM-NN training step on the CPU: polar escort draw (METHOD.md §4.2, D 61-62) and the
+// t-MEM-NN training step on the CPU: polar escort draw (docs/method.md §4.2, D 61-62) and the
 // (D 56) t-divergence of n stacked Student-t matrices, forward and backward, in one autograd node.
 //
 // The same maths as fairseq_acvi/modules/student_t.py (_PosteriorStep with sampler "polar"),

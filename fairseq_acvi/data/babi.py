@@ -1,4 +1,4 @@
-"""bAbI v1.2 question-answering data: a strict parser and a fairseq dataset (METHOD.md §4.1, §4.3).
+"""bAbI v1.2 question-answering data: a strict parser and a fairseq dataset (docs/method.md §4.1, §4.3).
 
 File format (every variant: ``en``, ``en-10k``, ``hn``, ``shuffled``, …, and the game generator of
 §4.4): one line per sentence, ``ID text``; IDs start at 1 for each story and otherwise increase by 1.

@@ -1,4 +1,4 @@
-""""Guess the number": the game, its teacher, scripted players and the bAbI-format dialogue (METHOD §4.4).
+""""Guess the number": the game, its teacher, scripted players and the bAbI-format dialogue (docs/method.md §4.4).
 
 A teacher picks an integer target in ``[low, high]``. Each round the student says a guess (a token);
 the teacher answers ``larger`` (target > guess), ``smaller`` (target < guess) or ``correct``; a token

@@ -1,4 +1,4 @@
-"""Position markers for source OOV words (METHOD §3.1, "OOV copying", Decision).
+"""Position markers for source OOV words (docs/method.md §3.1, "OOV copying", Decision).
 
 The pointer-generator copies words from the article, including words outside the fixed 50k
 vocabulary. To keep ``fairseq-generate`` unmodified, preprocessing rewrites every such word as a
@@ -13,7 +13,7 @@ vocabulary. To keep ``fairseq-generate`` unmodified, preprocessing rewrites ever
 
 The joined fairseq dictionary holds fairseq's 4 specials, the real vocabulary, and then the
 ``N`` markers ``<unk-0> … <unk-{N-1}>`` as one contiguous block at its end (``N`` = the maximum
-source length, the phase limit of METHOD §3.1, default 400). Post-processing (:func:`restore`)
+source length, the phase limit of docs/method.md §3.1, default 400). Post-processing (:func:`restore`)
 puts the j-th source word back in place of ``<unk-j>``.
 
 This module is plain Python (no fairseq import) apart from :func:`marker_id_range` and
@@ -189,7 +189,7 @@ def marker_id_range(dictionary) -> Tuple[int, int]:
 def demote_markers(ids, first_marker_id: int, max_positions: int, unk_id: int):
     """Map markers ``<unk-j>`` with ``j >= max_positions`` to ``<unk>``.
 
-    Used when a training phase truncates sources below the preprocessing limit (METHOD §3.1,
+    Used when a training phase truncates sources below the preprocessing limit (docs/method.md §3.1,
     phased training): a target marker pointing past the truncated source cannot be copied.
 
     Args:

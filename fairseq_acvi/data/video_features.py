@@ -1,4 +1,4 @@
-"""Video-captioning data: caption files, frame-feature files and the batched dataset (METHOD.md §3.2).
+"""Video-captioning data: caption files, frame-feature files and the batched dataset (docs/method.md §3.2).
 
 On-disk layout read by the ``video_captioning`` task (written by ``data_scripts/prepare_msvd.sh``)::
 
@@ -47,7 +47,7 @@ _WORDPUNCT = re.compile(r"\w+|[^\w\s]+")
 
 
 def tokenize_caption(text: str) -> List[str]:
-    """Lower-case ``text`` and split it as NLTK's ``wordpunct_tokenize`` does (METHOD.md §3.2)."""
+    """Lower-case ``text`` and split it as NLTK's ``wordpunct_tokenize`` does (docs/method.md §3.2)."""
     return _WORDPUNCT.findall(text.lower())
 
 
@@ -145,7 +145,7 @@ def encode_caption(dictionary: Dictionary, caption: str) -> torch.LongTensor:
 
 
 def select_frame_indices(num_frames: int, num_samples: int = 24, window: Optional[int] = 240) -> List[int]:
-    """Indices of ``num_samples`` equally spaced frames among the first ``window`` (METHOD.md §3.2).
+    """Indices of ``num_samples`` equally spaced frames among the first ``window`` (docs/method.md §3.2).
 
     With ``u = min(num_frames, window)`` usable frames (``window=None``: all frames), frame
     ``k = 0..num_samples-1`` is ``floor(k * u / num_samples)``: for u = 240, n = 24 this is

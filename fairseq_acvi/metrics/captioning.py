@@ -1,6 +1,6 @@
 """Caption metrics through the COCO caption toolkit (``pycocoevalcap``): BLEU-4, METEOR 1.5, ROUGE-L, CIDEr-D.
 
-Used for the video-captioning results of METHOD.md §3.2 / §5 (ACVI paper Table 3: ROUGE-L and CIDEr on
+Used for the video-captioning results of docs/method.md §3.2 / §5 (ACVI paper Table 3: ROUGE-L and CIDEr on
 the MSVD valid and test videos). Each video has one hypothesis and all of its reference captions.
 
 What each number is (all as the COCO toolkit computes them; the paper's CIDEr values are on this scale):
@@ -31,7 +31,7 @@ from fairseq_acvi.data.video_features import tokenize_caption
 
 ALL_METRICS = ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 
-#: ACVI paper Table 3 (METHOD.md §5): {method: {(metric, split): value}}
+#: ACVI paper Table 3 (docs/method.md §5): {method: {(metric, split): value}}
 _TABLE3_ROWS = {  # method: ROUGE-L valid, ROUGE-L test, CIDEr valid, CIDEr test
     "SA": (0.5628, 0.5701, 0.4575, 0.421),
     "Structured": (0.5804, 0.5712, 0.5071, 0.4283),

@@ -1,4 +1,4 @@
-"""METEOR 1.5 in exact and full mode (METHOD §5, P Table 1 "Exact Match" / "+ stem/syn/para").
+"""METEOR 1.5 in exact and full mode (docs/method.md §5, P Table 1 "Exact Match" / "+ stem/syn/para").
 
 Runs the official METEOR 1.5 jar (Denkowski & Lavie 2014) shipped inside the ``pycocoevalcap``
 package, in file mode:

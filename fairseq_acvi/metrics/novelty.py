@@ -1,4 +1,4 @@
-"""Novel-word rate and OOV-adoption rate of generated summaries (METHOD §5, P Table 2).
+"""Novel-word rate and OOV-adoption rate of generated summaries (docs/method.md §5, P Table 2).
 
 The ACVI paper (P §4.1, and the dissertation §7.4.1) describes novel words only as "words that
 are not found in the source document" and OOV adoption as "the capacity to adopt OOV words"; it

@@ -1,4 +1,4 @@
-"""ROUGE-1/2/L for CNN/DailyMail summaries (METHOD §5, P Table 1) and summary text normalisation.
+"""ROUGE-1/2/L for CNN/DailyMail summaries (docs/method.md §5, P Table 1) and summary text normalisation.
 
 One fixed configuration, used everywhere in the project:
 

@@ -1,4 +1,4 @@
-"""End-to-end memory networks for bAbI: ``memn2n`` and the Bayesian ``t_memn2n`` (METHOD.md §4.1-4.2).
+"""End-to-end memory networks for bAbI: ``memn2n`` and the Bayesian ``t_memn2n`` (docs/method.md §4.1-4.2).
 
 Shapes: B batch, M memory slots (slot 0 = most recent statement), L words per sentence, Lq words
 per question, d = δ embedding size, V dictionary size, K hops, S posterior samples.
@@ -39,7 +39,7 @@ SAMPLER = ChoiceEnum(list(SAMPLERS))
 
 
 def position_encoding(lengths: Tensor, max_len: int, dim: int) -> Tensor:
-    """l_kj = (1 − j/J) − (k/d)(1 − 2j/J) for j ≤ J, 0 beyond (METHOD §4.1).
+    """l_kj = (1 − j/J) − (k/d)(1 − 2j/J) for j ≤ J, 0 beyond (docs/method.md §4.1).
 
     lengths: (*) sentence lengths J (0 for an empty slot). Returns (*, max_len, dim) float32.
     """
@@ -84,7 +84,7 @@ class MemN2NConfig(FairseqDataclass):
         "help": "epochs without the attention softmax at the start of training (0 = off)"})
     init_std: float = field(default=0.1, metadata={"help": "N(0, std²) initialisation"})
     empty_memories: EMPTY = field(default="mask", metadata={
-        "help": "mask: attention over the non-empty slots only (METHOD §4.1); attend: the "
+        "help": "mask: attention over the non-empty slots only (docs/method.md §4.1); attend: the "
                 "memory_size − n empty slots of the fixed-size memory take part in the softmax "
                 "with score 0 and no content, as in the seed's code (a learned 'attend to "
                 "nothing' option)"})

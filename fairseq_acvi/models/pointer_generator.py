@@ -1,4 +1,4 @@
-"""``acvi_pointer_generator``: pointer-generator with coverage for summarization (METHOD.md §3.1).
+"""``acvi_pointer_generator``: pointer-generator with coverage for summarization (docs/method.md §3.1).
 
 The seq2seq core (BiLSTM encoder, input-feeding LSTM decoder with pluggable context inference,
 coverage) is ``acvi_lstm``'s; this file only changes
@@ -11,7 +11,7 @@ coverage) is ``acvi_lstm``'s; this file only changes
       p_gen   = σ(w_cᵀ c + w_sᵀ s_t + w_xᵀ x_t + b_ptr)
       P(w)    = p_gen P_vocab(w) + (1 − p_gen) Σ_{i: x_i = w} a_ti              (float32)
   (``fairseq_acvi.modules.copy_generator``). With ACVI the K samples are averaged in probability
-  space *after* mixing (METHOD §2.2: p_gen depends on c_t, so each sample has its own p_gen).
+  space *after* mixing (docs/method.md §2.2: p_gen depends on c_t, so each sample has its own p_gen).
 * **coverage** (``--coverage``): the decoder is always built with the coverage weight w_k of the
   additive scorer, so the parameter set is the same with and without coverage (a checkpoint of
   the coverage-free phases loads into the coverage phase, optimizer state included). Without
@@ -126,7 +126,7 @@ class PointerGeneratorModel(ACVILSTMModel):
         add_seq2seq_args(parser)
         parser.add_argument("--coverage", action="store_true",
                             help="coverage k_t in the attention score and the coverage loss "
-                                 "(METHOD §3.1; the final training phase)")
+                                 "(docs/method.md §3.1; the final training phase)")
 
     @classmethod
     def build_model(cls, args, task):
@@ -162,7 +162,7 @@ def pointer_generator_defaults(args):
     if getattr(args, "coverage", None) is None:
         args.coverage = False
     if getattr(args, "ved_latent_dim", None) is None:
-        args.ved_latent_dim = 128  # METHOD §2.5: 128 for summarization
+        args.ved_latent_dim = 128  # docs/method.md §2.5: 128 for summarization
 
 
 @register_model_architecture("acvi_pointer_generator", "acvi_pointer_generator")

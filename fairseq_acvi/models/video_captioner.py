@@ -1,5 +1,5 @@
 """``acvi_video_captioner``: BiLSTM over frame features → LSTM decoder with pluggable context
-inference (METHOD.md §2, §3.2; ACVI paper §2.2, §4.2, App. B).
+inference (docs/method.md §2, §3.2; ACVI paper §2.2, §4.2, App. B).
 
 Architecture (preset ``acvi_video_captioner_msvd``, the paper's set-up)::
 
@@ -7,7 +7,7 @@ Architecture (preset ``acvi_video_captioner_msvd``, the paper's set-up)::
     h_i  = [→h_i ; ←h_i] = BiLSTM(x)                 (B, F, 1000) = 2 × 500, no embedding layer
     s_t  = LSTM(E y_{t-1}, feed_{t-1})               (B, 1000), E: 256-d word embeddings
     e_ti = vᵀ tanh(W_h h_i + W_s s_t + b)            W_h, W_s map to 100-d (``--attention-dim 100``)
-    c_t  = --context-inference {soft, acvi, structured, variational, ved}   (METHOD §2)
+    c_t  = --context-inference {soft, acvi, structured, variational, ved}   (docs/method.md §2)
     P_t  = softmax(V' tanh(V [s_t ; c_t]) + b')      (P 4; K-sample average for ACVI, D 88)
 
 **Decision ("states 1000-d")**: App. B says "All employed LSTMs entail 1000-dimensional
@@ -77,7 +77,7 @@ class FeatureBiLSTMEncoder(BiLSTMEncoder):
 
 @register_model("acvi_video_captioner")
 class ACVIVideoCaptioner(FairseqEncoderDecoderModel):
-    """Video captioning seq2seq model (METHOD.md §3.2); see the module docstring."""
+    """Video captioning seq2seq model (docs/method.md §3.2); see the module docstring."""
 
     @staticmethod
     def add_args(parser):

@@ -1,4 +1,4 @@
-"""The pointer-generator's copy mixture (METHOD.md §3.1; See et al. 2017, P 5-7).
+"""The pointer-generator's copy mixture (docs/method.md §3.1; See et al. 2017, P 5-7).
 
     p_gen = σ(w_cᵀ c_t + w_sᵀ s_t + w_xᵀ x_t + b_ptr)                          (switch)
     P(w)  = p_gen · P_vocab(w) + (1 − p_gen) · Σ_{i: x_i = w} a_ti             (mixture)

@@ -1,4 +1,4 @@
-"""Binary linear-chain CRF over source positions: log-space forward-backward (METHOD.md §2.3).
+"""Binary linear-chain CRF over source positions: log-space forward-backward (docs/method.md §2.3).
 
 The segmentation attention of Kim et al. (2017) puts a binary variable z_i ∈ {0, 1} on every real
 source position i and scores an assignment z = (z_1..z_L) of the L real positions (in order) as
@@ -72,7 +72,7 @@ def potentials(unary: Tensor, pad_mask: Tensor, trans: Tensor, start: Tensor) ->
 
 def binary_crf(unary: Tensor, pad_mask: Tensor, trans: Tensor, start: Tensor,
                end: Tensor) -> Tuple[Tensor, Tensor]:
-    """Log-marginals log p(z_i = 1) and log Z of the binary chain CRF (METHOD.md §2.3).
+    """Log-marginals log p(z_i = 1) and log Z of the binary chain CRF (docs/method.md §2.3).
 
     unary: (B, N) scores e_i of state 1 (any value at padding, it is ignored);
     pad_mask: (B, N) bool, True at padding (anywhere in the row); trans: (2, 2) with

@@ -7,7 +7,7 @@ padding row of every embedding table is set to 0. Then each submodule that defin
 optimiser's starting point:
 
 * ACVI: the log σ² output bias (``--acvi-logvar-init``, the σ → 0 start near soft attention);
-* the additive scorer's coverage weight w_k = 0 (coverage off until trained, METHOD §3.1);
+* the additive scorer's coverage weight w_k = 0 (coverage off until trained, docs/method.md §3.1);
 * structured attention: CRF potentials 0 (uniform chain), λ = 1.
 
 Why it matters (measured on Multi30K En→De, 1-layer 256-d, 8 epochs): with PyTorch's per-layer

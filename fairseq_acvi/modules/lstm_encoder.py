@@ -1,4 +1,4 @@
-"""Bidirectional multi-layer LSTM encoder shared by the seq2seq models (METHOD.md §3).
+"""Bidirectional multi-layer LSTM encoder shared by the seq2seq models (docs/method.md §3).
 
 Input: token ids (translation, summarization) or precomputed feature vectors (video); the
 ``encode`` method takes already-embedded inputs so both paths share the recurrent part.

@@ -1,4 +1,4 @@
-"""Attention scorers (METHOD.md §1), one small interface shared by every seq2seq model.
+"""Attention scorers (docs/method.md §1), one small interface shared by every seq2seq model.
 
 A scorer turns a decoder query ``s_t`` and the encoder memory into *masked* scores ``e_t``:
 padded source positions get ``-inf`` before any softmax (never renormalised afterwards).
@@ -85,7 +85,7 @@ class AdditiveScorer(Scorer):
         self.value_dim = key_dim
 
     def reset_method_parameters(self):
-        """w_k starts at 0: coverage plays no part until it is trained (METHOD §3.1)."""
+        """w_k starts at 0: coverage plays no part until it is trained (docs/method.md §3.1)."""
         if self.w_k is not None:
             nn.init.zeros_(self.w_k)
 
@@ -164,7 +164,7 @@ def build_scorer(name: str, query_dim: int, key_dim: int, attn_dim: int,
     if name not in _CLASSES:
         raise ValueError(f"--attention-type: unknown scorer {name!r}; choose from {', '.join(SCORERS)}")
     if coverage and name != "additive":
-        raise ValueError("the coverage feature exists only for --attention-type additive (METHOD.md §1)")
+        raise ValueError("the coverage feature exists only for --attention-type additive (docs/method.md §1)")
     return _CLASSES[name](query_dim, key_dim, attn_dim, coverage=coverage)
 
 

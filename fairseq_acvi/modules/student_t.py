@@ -1,4 +1,4 @@
-"""Student's-t posteriors, escort sampling and the t-divergence (METHOD.md §4.2; D 48-62).
+"""Student's-t posteriors, escort sampling and the t-divergence (docs/method.md §4.2; D 48-62).
 
 Univariate notation per element l of a matrix Θ (all functions are elementwise and summed):
 

@@ -1,4 +1,4 @@
-"""Task ``babi_qa``: bAbI question answering for memory networks (METHOD.md §4.1, §4.3).
+"""Task ``babi_qa``: bAbI question answering for memory networks (docs/method.md §4.1, §4.3).
 
 ``data`` is any folder of bAbI v1.2 files ``qa{N}_*_{train,test}.txt`` (``en``, ``en-10k``, ``hn``,
 ``shuffled``, or the guess-the-number generator's output). Subsets:

@@ -1,4 +1,4 @@
-"""``pointer_summarization``: CNN/DM article → summary with OOV position markers (METHOD.md §3.1).
+"""``pointer_summarization``: CNN/DM article → summary with OOV position markers (docs/method.md §3.1).
 
 fairseq's ``translation`` task plus what the pointer-generator's phased training needs:
 

@@ -1,4 +1,4 @@
-"""The ``video_captioning`` task: frame features in, a caption out (METHOD.md §3.2, ACVI paper §4.2, App. B).
+"""The ``video_captioning`` task: frame features in, a caption out (docs/method.md §3.2, ACVI paper §4.2, App. B).
 
 Data folder (positional ``data``; ``data_scripts/prepare_msvd.sh`` builds it)::
 

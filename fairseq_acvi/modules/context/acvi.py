@@ -1,4 +1,4 @@
-"""ACVI: amortized context vector inference (METHOD.md §2.2; P 13-25, D 79-88).
+"""ACVI: amortized context vector inference (docs/method.md §2.2; P 13-25, D 79-88).
 
 The context is latent with the Gaussian-mixture posterior
     p(c_t; D) = Σ_i a_ti N(c_t | μ(h_i), diag σ²(h_i))                         (P 13, 17)
@@ -118,7 +118,7 @@ class ACVIContext(ContextInference):
         h = mem.values
         mu = self.mean_net(h) if self.mean_net is not None else h
         logvar = self.logvar_net(h).float().clamp(self.logvar_min, self.logvar_max)
-        # (B, N, d) float32 both: the moments and the KL are computed in float32 (METHOD §2.2)
+        # (B, N, d) float32 both: the moments and the KL are computed in float32 (docs/method.md §2.2)
         return {"acvi_mu": mu.float(), "acvi_var": logvar.exp()}
 
     def step(self, scores, query, mem, prepared, t):

@@ -1,4 +1,4 @@
-"""Soft attention: c_t = Σ_i a_ti h_i (METHOD.md §2.1, P 3). The deterministic baseline."""
+"""Soft attention: c_t = Σ_i a_ti h_i (docs/method.md §2.1, P 3). The deterministic baseline."""
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
 from fairseq_acvi.modules.scorers import masked_softmax
 

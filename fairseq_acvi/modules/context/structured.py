@@ -1,4 +1,4 @@
-"""Structured (segmentation) attention of Kim et al. 2017 (METHOD.md §2.3).
+"""Structured (segmentation) attention of Kim et al. 2017 (docs/method.md §2.3).
 
 At every decoder step t a binary linear-chain CRF over the real source positions decides which
 positions are "selected" (z_ti = 1). Potentials: unary e_ti for state 1 and 0 for state 0 (e_t are
@@ -38,7 +38,7 @@ class StructuredContext(ContextInference):
             self.register_buffer("lam", torch.ones(()), persistent=False)
 
     def reset_method_parameters(self):
-        """A uniform chain (potentials 0) and λ = 1 (METHOD §2.3)."""
+        """A uniform chain (potentials 0) and λ = 1 (docs/method.md §2.3)."""
         for p in (self.transition, self.start, self.end):
             nn.init.zeros_(p)
         if isinstance(self.lam, nn.Parameter):
@@ -48,7 +48,7 @@ class StructuredContext(ContextInference):
     def add_args(parser):
         parser.add_argument("--structured-lambda", choices=["learned", "fixed"],
                             help="scale λ of the normalised structured context: learned "
-                                 "(initialised to 1, default) or fixed to 1 (METHOD.md §2.3)")
+                                 "(initialised to 1, default) or fixed to 1 (docs/method.md §2.3)")
 
     def marginals(self, scores, pad_mask):
         """Log node marginals log p(z_ti = 1) (B, N), −inf at padding, and log Z (B,)."""

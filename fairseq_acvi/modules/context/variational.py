@@ -1,4 +1,4 @@
-"""Variational attention of Deng et al. 2018 (METHOD.md §2.4).
+"""Variational attention of Deng et al. 2018 (docs/method.md §2.4).
 
 The alignment z_t ∈ {1..N} is a categorical latent variable with
     prior      p(z_t = i) = a_ti = softmax_i(e_ti)        (the decoder's soft attention)

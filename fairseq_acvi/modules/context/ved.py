@@ -1,4 +1,4 @@
-"""VED: variational encoder-decoder with a sentence latent (Bahuleyan et al. 2018; METHOD.md §2.5).
+"""VED: variational encoder-decoder with a sentence latent (Bahuleyan et al. 2018; docs/method.md §2.5).
 
 Soft attention (§2.1) as usual, plus one latent vector per sentence
 
@@ -57,7 +57,7 @@ class VEDContext(ContextInference):
     def add_args(parser):
         parser.add_argument("--ved-latent-dim", type=int, metavar="D",
                             help="dimension of the sentence latent z (default 100; 128 for "
-                                 "summarization, METHOD.md §2.5)")
+                                 "summarization, docs/method.md §2.5)")
         parser.add_argument("--ved-kl-anneal", choices=list(ANNEALS),
                             help="schedule of the KL weight (default sigmoid)")
         parser.add_argument("--ved-kl-anneal-rate", type=float, metavar="K",

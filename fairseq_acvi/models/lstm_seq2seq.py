@@ -1,4 +1,4 @@
-"""``acvi_lstm``: BiLSTM encoder → LSTM decoder with pluggable context inference (METHOD.md §3.3).
+"""``acvi_lstm``: BiLSTM encoder → LSTM decoder with pluggable context inference (docs/method.md §3.3).
 
 Presets: ``acvi_lstm`` (base), ``acvi_lstm_iwslt`` and ``acvi_lstm_wmt_en_ro`` (P §2.3, App. C:
 2-layer BiLSTM encoder, 2-layer LSTM decoder, 256-d, embeddings 256, dropout 0.2,
@@ -10,7 +10,7 @@ the papers' β = 1 with no schedule. Every parameter starts from U(−0.1, 0.1)
 (``--init-scale``, modules/init.py). Train with ``--task translation --criterion elbo
 --context-inference {none,soft,acvi,structured,variational,ved}``.
 
-Decoding averages K Monte-Carlo samples of the context (ACVI, METHOD §2.2). K is a model option,
+Decoding averages K Monte-Carlo samples of the context (ACVI, docs/method.md §2.2). K is a model option,
 set at generation time with ``fairseq-generate --model-overrides "{'mc_samples': K}"``
 (default 10; 0 = the deterministic mean).
 """
@@ -36,7 +36,7 @@ def add_seq2seq_args(parser):
     parser.add_argument("--decoder-layers", type=int, metavar="N")
     parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N",
                         help="size of the attentional hidden state tanh(W_c[s; c])")
-    parser.add_argument("--attention-type", choices=SCORERS, help="attention scorer (METHOD §1)")
+    parser.add_argument("--attention-type", choices=SCORERS, help="attention scorer (docs/method.md §1)")
     parser.add_argument("--attention-dim", type=int, metavar="N",
                         help="projection size of additive / scaled-dot scorers")
     parser.add_argument("--share-decoder-input-output-embed", action="store_true")

@@ -1,4 +1,4 @@
-"""LSTM decoder with input feeding and pluggable context inference (METHOD.md §2, §3).
+"""LSTM decoder with input feeding and pluggable context inference (docs/method.md §2, §3).
 
 One decoder step (Luong et al. 2015 with input feeding, P 4, P 10):
 
@@ -7,6 +7,10 @@ One decoder step (Luong et al. 2015 with input feeding, P 4, P 10):
     e_t   = scorer(s_t, mem, k_t)                      (B, N), -inf at padding (k_t: coverage)
     out_t = context_inference.step(e_t, s_t, ...)      mean m_t, samples c_t^(1..S), attn a_t
     f_t   = tanh(W_c [s_t ; m_t])                      recurrent path uses the mean (§2.2)
+
+A ``stateful`` context inference (planning attention, §3.4) also gets its recurrent state r_{t-1}
+and returns r_t; the state lives in the incremental state beside the LSTM state (keys
+``state_<name>``, batch-first) and is reordered with the beam like it.
 
 After the loop, for all steps at once (one batched matmul, samples folded into the batch):
 
@@ -36,7 +40,7 @@ _MC_CHUNK_ELEMENTS = 1 << 26
 
 
 def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Tensor:
-    """Combine per-sample log-probabilities (METHOD §2.2/§2.4).
+    """Combine per-sample log-probabilities (docs/method.md §2.2/§2.4).
 
     lp: (..., S, V) float32; log_weights: (..., S) or None (uniform) ->
     "prob": log Σ_s w_s exp(lp_s)   |   "logprob": Σ_s w_s lp_s        result (..., V)
@@ -128,6 +132,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         feed, coverage = cache.get("feed"), cache.get("coverage")
         mem = Memory(cache["keys"], cache["values"], cache["pad"]) if self.context else None
         prepared = {k[len("prep_"):]: v for k, v in cache.items() if k.startswith("prep_")}
+        ctx_state = {k[len("state_"):]: v for k, v in cache.items() if k.startswith("state_")}
+        stateful = self.context is not None and self.context.stateful
         extra_in = self.context.decoder_input(prepared) if self.context else None
 
         s_all, feeds, steps, cov_losses = [], [], [], []
@@ -146,7 +152,11 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             if self.context is None:
                 continue
             scores = self.scorer(s_t, mem, coverage)
-            out = self.context.step(scores, s_t, mem, prepared, t0 + t)
+            if stateful:
+                out = self.context.step(scores, s_t, mem, prepared, t0 + t, state=ctx_state)
+                ctx_state = out.state
+            else:
+                out = self.context.step(scores, s_t, mem, prepared, t0 + t)
             if self.context_ablation == "zero":
                 out = out.zeroed()
             if coverage is not None:
@@ -161,6 +171,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             new_cache["feed"] = feed
         if coverage is not None:
             new_cache["coverage"] = coverage
+        new_cache.update({"state_" + k: v for k, v in ctx_state.items()})
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "cache", new_cache)
 
@@ -228,7 +239,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
     # -- state -----------------------------------------------------------------------------------
     def _start(self, encoder_out, prev_output_tokens, full_sequence: bool,
                target: Optional[Tensor] = None) -> Dict[str, Tensor]:
-        """Per-sentence state: initial LSTM state, prepared memory and context state."""
+        """Per-sentence state: initial LSTM state, prepared memory, the context's prepared
+        tensors (``prep_*``) and, for a stateful context, its initial recurrent state
+        (``state_*``). Every entry but h and c is batch-first."""
         final = encoder_out["encoder_final"][0]                        # (L_enc, B, 2H_enc)
         final_c = encoder_out["encoder_final_cell"][0]
         L = final.size(0)
@@ -254,6 +267,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             target_emb, target_pad = self.embed_tokens(target), target.eq(self.padding_idx)
         prepared = self.context.prepare(mem, final[-1], target_emb, target_pad)
         cache.update({"prep_" + k: v for k, v in prepared.items()})
+        if self.context.stateful:
+            state = self.context.init_state(prepared, mem)
+            cache.update({"state_" + k: v for k, v in state.items()})
         return cache
 
     def _get_cache(self, incremental_state):

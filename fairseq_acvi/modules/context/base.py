@@ -1,13 +1,15 @@
-"""The context-vector inference interface (METHOD.md §2) and its registry.
+"""The context-vector inference interface (docs/method.md §2) and its registry.
 
 Every seq2seq decoder of the package calls one :class:`ContextInference` in the same way::
 
     prepared = ctx.prepare(mem, enc_final, target_emb, target_pad)   # once per batch
+    state    = ctx.init_state(prepared, mem)                          # {} unless ctx.stateful
     extra_in = ctx.decoder_input(prepared)                            # (B, decoder_input_dim) or None
     for t in range(T):
         s_t   = lstm(...)                                             # (B, d_dec)
         e_t   = scorer(s_t, mem, coverage)                            # (B, N), -inf at padding
         out_t = ctx.step(e_t, s_t, mem, prepared, t)                  # StepOutput
+        #       ctx.step(e_t, s_t, mem, prepared, t, state=state); state = out_t.state  (stateful)
         feed  = tanh(W_c [s_t; out_t.mean])                           # recurrent path uses the mean
     # after the loop, batched over all steps:
     lprobs = combine(out.log_weights, log_softmax(output_layer(s, out.samples)))   # (B, T, V)
@@ -18,6 +20,14 @@ weights, or a full enumeration) and which extra loss terms it adds; it never see
 the criterion or the beam search. Loss terms are unweighted per-example sums; the module's
 :meth:`loss_weight` gives the current weight (β, warm-up, annealing), so that the ``elbo``
 criterion stays generic: ``loss = NLL + Σ_name weight(name) · term(name)``.
+
+Recurrent state (planning attention, docs/method.md §3.4): a variant with ``stateful = True`` carries
+a dict of batch-first tensors from step to step. :meth:`init_state` gives the state before the
+first step, ``step`` receives the current one as ``state=`` and returns the next one in
+:attr:`StepOutput.state`. The decoder keeps it in its incremental state beside the LSTM state and
+reorders it with the beam (``index_select`` on dim 0), so that a step decoded incrementally sees
+exactly the state of the teacher-forced pass. Stateless variants (the default) are called without
+``state`` and behave as before.
 
 Shapes: B batch (× beam at inference), N source length, T target length, S samples, d_c context dim.
 """
@@ -56,10 +66,12 @@ class StepOutput:
     attn:        (B, N) float32 attention/alignment weights to report
     samples:     (B, S, d_c) contexts for the output layer; None means "just ``mean``" (S = 1)
     log_weights: (B, S) float32 log mixture weights over samples; None means uniform 1/S
-    combine:     "prob"    -> predictive  log Σ_s w_s p_s(y)      (MC averaging, METHOD §2.2)
+    combine:     "prob"    -> predictive  log Σ_s w_s p_s(y)      (MC averaging, docs/method.md §2.2)
                  "logprob" -> expectation Σ_s w_s log p_s(y)      (exact E_q of an ELBO, §2.4 enum)
     losses:      name -> (B,) unweighted per-example loss terms of this step (e.g. "kl")
     aux:         name -> tensor, variant-private values that :meth:`sequence_losses` needs
+    state:       name -> tensor, the recurrent state *after* this step (stateful variants only;
+                 batch-first, reordered with the beam; not stacked by :func:`stack_steps`)
     """
 
     mean: Tensor
@@ -69,19 +81,20 @@ class StepOutput:
     combine: str = "prob"
     losses: Dict[str, Tensor] = field(default_factory=dict)
     aux: Dict[str, Tensor] = field(default_factory=dict)
-
+    state: Dict[str, Tensor] = field(default_factory=dict)
 
     def zeroed(self) -> "StepOutput":
         """The same step with the context (mean and samples) replaced by zeros (source-use
-        diagnostics, ``--context-ablation zero``); attention and losses unchanged."""
+        diagnostics, ``--context-ablation zero``); attention, losses and state unchanged."""
         return StepOutput(mean=torch.zeros_like(self.mean), attn=self.attn,
                           samples=None if self.samples is None else torch.zeros_like(self.samples),
                           log_weights=self.log_weights, combine=self.combine, losses=self.losses,
-                          aux=self.aux)
+                          aux=self.aux, state=self.state)
 
 
 def stack_steps(steps) -> StepOutput:
-    """Stack a list of per-step outputs along a new time dim 1: (B, ...) -> (B, T, ...)."""
+    """Stack a list of per-step outputs along a new time dim 1: (B, ...) -> (B, T, ...).
+    The recurrent ``state`` is not stacked: the result carries the last step's."""
     first = steps[0]
 
     def st(get):
@@ -96,6 +109,7 @@ def stack_steps(steps) -> StepOutput:
         combine=first.combine,
         losses={k: st(lambda s, k=k: s.losses[k]) for k in first.losses},
         aux={k: st(lambda s, k=k: s.aux[k]) for k in first.aux},
+        state=steps[-1].state,
     )
 
 
@@ -112,6 +126,8 @@ class ContextInference(nn.Module):
     decoder_input_dim: int = 0
     #: True when training needs the whole target (variational attention's inference network)
     needs_target: bool = False
+    #: True when ``step`` takes and returns a recurrent state (``init_state``, StepOutput.state)
+    stateful: bool = False
 
     def __init__(self, args, value_dim: int, query_dim: int, enc_final_dim: int):
         super().__init__()
@@ -140,9 +156,17 @@ class ContextInference(nn.Module):
         """Per-sentence terms: name -> (B,)."""
         return {}
 
+    def init_state(self, prepared: Dict[str, Tensor], mem: Memory) -> Dict[str, Tensor]:
+        """The recurrent state before the first step: name -> batch-first tensor (B, ...).
+        Only called for ``stateful`` variants; the others keep no state."""
+        return {}
+
     # -- once per decoder step -------------------------------------------------------------------
     def step(self, scores: Tensor, query: Tensor, mem: Memory,
              prepared: Dict[str, Tensor], t: int) -> StepOutput:
+        """One decoder step. ``stateful`` variants take a keyword argument ``state`` (the dict
+        of :meth:`init_state` or of the previous step's :attr:`StepOutput.state`) and return
+        the next state in :attr:`StepOutput.state`."""
         raise NotImplementedError
 
     # -- once per batch, after the output layer --------------------------------------------------
@@ -163,7 +187,7 @@ class ContextInference(nn.Module):
 def add_context_args(parser):
     """Add ``--context-inference`` and every registered variant's options to ``parser``."""
     parser.add_argument("--context-inference", choices=["none"] + sorted(CONTEXT_REGISTRY),
-                        help="how the context vector is inferred (METHOD.md §2)")
+                        help="how the context vector is inferred (docs/method.md §2)")
     parser.add_argument("--mc-samples", type=int, metavar="K",
                         help="Monte-Carlo samples of the context averaged at evaluation/decoding "
                              "(0 = use the mean; fairseq-generate: --model-overrides "

@@ -93,6 +93,16 @@ def locate_input(raw_dir, src: str, tgt: str, download_dir: Path) -> Path:
                         f"tok/ with {' '.join(needed_files(src, tgt))}") from None
 
 
+def find_tok_dir(raw_dir, src: str, tgt: str, download_dir: Path):
+    """(task-1 folder, its ``tok/``) as :func:`locate_input` finds them; DataError naming every file of
+    the pair that ``tok/`` lacks."""
+    raw = locate_input(raw_dir, src, tgt, download_dir)
+    tok = raw / "tok"
+    require_files(tok, needed_files(src, tgt),
+                  f"MULTI30K_DIR (--raw-dir) must be a Multi30K task-1 folder with a tok/ subfolder (got {raw})")
+    return raw, tok
+
+
 def mmap_count(idx_path: Path) -> int:
     """Number of sentences in a fairseq ``mmap`` index file (header: magic, version, dtype, count)."""
     with open(idx_path, "rb") as f:
@@ -123,19 +133,89 @@ def clean_dest(dest: Path, src: str, tgt: str) -> None:
             p.unlink()
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_input_args(p: argparse.ArgumentParser, dest_default: str) -> None:
+    """The options of every Multi30K data script: direction, input and output folders, train prefix, workers."""
     p.add_argument("--src", default="en", choices=LANGS)
     p.add_argument("--tgt", default="de", choices=LANGS)
     p.add_argument("--raw-dir", default=None,
                    help="Multi30K task-1 folder holding tok/ (default: ../shared/data/multi30k, else download)")
-    p.add_argument("--dest", default=None, help="output data-bin (default data-bin/multi30k_SRC_TGT)")
+    p.add_argument("--dest", default=None, help=f"output data-bin (default {dest_default})")
     p.add_argument("--download-dir", default=str(REPO / "data-bin" / "raw" / "multi30k"))
-    p.add_argument("--threshold", type=int, default=2,
-                   help="words seen fewer times in train map to <unk> (fairseq --thresholdsrc/--thresholdtgt)")
     p.add_argument("--train-lines", type=int, default=0,
                    help="use only the first N training pairs (smoke runs; 0 = all)")
     p.add_argument("--workers", type=int, default=1)
+
+
+def read_splits(tok: Path, src: str, tgt: str, splits, train_lines: int = 0):
+    """Read and check the tok text of ``splits``: ({split: (src lines, tgt lines)}, training pairs in the
+    file). DataError (naming the file, and line) on a src/tgt line-count mismatch, an empty file or
+    line, CR line ends or invalid UTF-8, or ``train_lines`` beyond the training file; ``train_lines``
+    > 0 keeps only the first N training pairs."""
+    text, total_train = {}, None
+    for split in splits:
+        paths = [tok / tok_name(STEMS[split], l) for l in (src, tgt)]
+        pair = read_parallel(*paths)
+        for path, lines in zip(paths, pair):
+            if not lines:
+                raise DataError(f"{path} is empty")
+            require_nonempty_lines(path, lines)
+        if split == "train":
+            total_train = len(pair[0])
+            if train_lines > total_train:
+                raise DataError(f"--train-lines {train_lines} asks for more than the {total_train} lines of "
+                                f"{paths[0]}")
+            if train_lines:
+                pair = tuple(side[: train_lines] for side in pair)
+        text[split] = pair
+    return text, total_train
+
+
+def check_binarised(dest: Path, src: str, tgt: str, subsets, counts) -> None:
+    """Every binarised subset (``subsets``: named split -> fairseq subset) holds ``counts[split]``
+    sentences on both sides; DataError naming the index file otherwise."""
+    for split, subset in subsets.items():
+        for lang in (src, tgt):
+            idx = dest / f"{subset}.{src}-{tgt}.{lang}.idx"
+            if not idx.is_file():
+                raise DataError(f"fairseq-preprocess did not write {idx}")
+            n = mmap_count(idx)
+            if n != counts[split]:
+                raise DataError(f"{idx} holds {n} sentences, expected {counts[split]} ({split})")
+
+
+def write_references(dest: Path, src: str, tgt: str, text) -> None:
+    """``raw/{split}.{lang}``: the tok text of every split but train, byte-identical lines."""
+    for split in text:
+        if split != "train":
+            for lang, lines in zip((src, tgt), text[split]):
+                write_lines(dest / "raw" / f"{split}.{lang}", lines)
+
+
+def provenance_head(a, level: str, raw: Path, tok: Path, splits, subsets, counts, total_train) -> list:
+    """The first lines of PROVENANCE.txt, common to the word- and character-level builds:
+    corpus and level, input folder, tokenisation, training pairs, splits and their sentence counts."""
+    train_note = (f"train = FIRST {a.train_lines} of the {total_train} training pairs (--train-lines; a smoke "
+                  f"set, NOT the full corpus)" if a.train_lines else f"train = all {total_train} training pairs")
+    lines = [
+        f"Multi30K task 1 {a.src}->{a.tgt}, {level} ({URL.rsplit('/tok', 1)[0]})",
+        f"input folder: {raw.name} (files {tok.name}/STEM.lc.norm.tok.LANG)",
+        f"tokenisation: {TOKENISATION}; not re-tokenised",
+        train_note,
+        "splits (named split = corpus file -> fairseq subset): "
+        + ", ".join(f"{s} = {STEMS[s]} -> {subsets[s]}" for s in splits),
+        "splits.json: " + json.dumps(subsets),
+    ]
+    if "test2017" not in splits:
+        lines.append("test2017: NOT built (Multi30K has no Czech test_2017_flickr); test2016 is the only test set")
+    lines.append("sentences: " + ", ".join(f"{s}={counts[s]}" for s in splits))
+    return lines
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_input_args(p, "data-bin/multi30k_SRC_TGT")
+    p.add_argument("--threshold", type=int, default=2,
+                   help="words seen fewer times in train map to <unk> (fairseq --thresholdsrc/--thresholdtgt)")
     a = p.parse_args(argv)
     if a.src == a.tgt:
         p.error(f"--src and --tgt must differ (got {a.src} {a.tgt})")
@@ -144,28 +224,10 @@ def main(argv=None) -> int:
     dest = Path(a.dest) if a.dest else REPO / "data-bin" / f"multi30k_{a.src}_{a.tgt}"
     splits = split_names(a.src, a.tgt)
 
-    raw = locate_input(a.raw_dir, a.src, a.tgt, Path(a.download_dir))
-    tok = raw / "tok"
-    require_files(tok, needed_files(a.src, a.tgt),
-                  f"MULTI30K_DIR (--raw-dir) must be a Multi30K task-1 folder with a tok/ subfolder (got {raw})")
+    raw, tok = find_tok_dir(a.raw_dir, a.src, a.tgt, Path(a.download_dir))
 
     # read and check everything before writing anything
-    text, total_train = {}, None
-    for split in splits:
-        paths = [tok / tok_name(STEMS[split], l) for l in (a.src, a.tgt)]
-        pair = read_parallel(*paths)
-        for path, lines in zip(paths, pair):
-            if not lines:
-                raise DataError(f"{path} is empty")
-            require_nonempty_lines(path, lines)
-        if split == "train":
-            total_train = len(pair[0])
-            if a.train_lines > total_train:
-                raise DataError(f"--train-lines {a.train_lines} asks for more than the {total_train} lines of "
-                                f"{paths[0]}")
-            if a.train_lines:
-                pair = tuple(side[: a.train_lines] for side in pair)
-        text[split] = pair
+    text, total_train = read_splits(tok, a.src, a.tgt, splits, a.train_lines)
     counts = {s: len(text[s][0]) for s in splits}
 
     clean_dest(dest, a.src, a.tgt)
@@ -180,18 +242,8 @@ def main(argv=None) -> int:
     subsets = {"train": "train", "valid": "valid", **dict(zip(tests, test_subsets))}
 
     # the binarised splits must hold exactly the checked text
-    for split, subset in subsets.items():
-        for lang in (a.src, a.tgt):
-            idx = dest / f"{subset}.{a.src}-{a.tgt}.{lang}.idx"
-            if not idx.is_file():
-                raise DataError(f"fairseq-preprocess did not write {idx}")
-            n = mmap_count(idx)
-            if n != counts[split]:
-                raise DataError(f"{idx} holds {n} sentences, expected {counts[split]} ({split})")
-    for split in splits:
-        if split != "train":
-            for lang, lines in zip((a.src, a.tgt), text[split]):
-                write_lines(dest / "raw" / f"{split}.{lang}", lines)
+    check_binarised(dest, a.src, a.tgt, subsets, counts)
+    write_references(dest, a.src, a.tgt, text)
 
     dict_words = {l: read_dict_words(dest / f"dict.{l}.txt") for l in (a.src, a.tgt)}
     unk = {}
@@ -202,21 +254,8 @@ def main(argv=None) -> int:
             unk[(split, lang)] = 100.0 * n_unk / sum(toks.values())
 
     (dest / "splits.json").write_text(json.dumps(subsets, indent=1) + "\n", encoding="utf-8")
-    train_note = (f"train = FIRST {a.train_lines} of the {total_train} training pairs (--train-lines; a smoke "
-                  f"set, NOT the full corpus)" if a.train_lines else f"train = all {total_train} training pairs")
-    lines = [
-        f"Multi30K task 1 {a.src}->{a.tgt}, word level ({URL.rsplit('/tok', 1)[0]})",
-        f"input folder: {raw.name} (files {tok.name}/STEM.lc.norm.tok.LANG)",
-        f"tokenisation: {TOKENISATION}; not re-tokenised",
-        train_note,
-        "splits (named split = corpus file -> fairseq subset): "
-        + ", ".join(f"{s} = {STEMS[s]} -> {subsets[s]}" for s in splits),
-        "splits.json: " + json.dumps(subsets),
-    ]
-    if "test2017" not in splits:
-        lines.append("test2017: NOT built (Multi30K has no Czech test_2017_flickr); test2016 is the only test set")
+    lines = provenance_head(a, "word level", raw, tok, splits, subsets, counts, total_train)
     lines += [
-        "sentences: " + ", ".join(f"{s}={counts[s]}" for s in splits),
         f"dictionaries: separate, built from the train text above by fairseq-preprocess with threshold "
         f"{a.threshold} (--thresholdsrc/--thresholdtgt; words seen fewer times are <unk>), padding factor 1",
         "dictionary sizes (words + fairseq's 4 specials): "

@@ -12,6 +12,15 @@ Prints (and with ``--json`` writes) two BLEU scores:
 
 Hypotheses are the ``H-<id>`` lines (BPE already removed by fairseq), ordered by id; a missing or
 duplicated id is an error naming the file.
+
+Options for character-level targets (``data_scripts/prepare_multi30k_char.py``):
+
+* ``--char-target``: the hypotheses are character sequences with a visible word boundary
+  (``a ▁ b c``); they are turned back into words (``a bc``: spaces between characters removed, ``▁``
+  made a space) before any score, and compared with the word-level references of ``raw/``.
+* ``--chrf``: also sacreBLEU's chrF (``chrf``, character 6-grams, β = 2, no word n-grams) on the same
+  text as ``bleu_detok`` (after ``--moses-detok`` where given), printed on a second line with its
+  signature (``chrf_signature``).
 """
 from __future__ import annotations
 
@@ -44,7 +53,13 @@ def read_hypotheses(gen_path: Path, n_expected: int):
     return [hyps[k] for k in range(n_expected)]
 
 
-def score(hyps, refs, moses_lang=None):
+def chars_to_words(hyps):
+    """Character-level hypotheses (``a ▁ b c``) back to words (``a bc``); see prepare_multi30k_char.py."""
+    from prepare_multi30k_char import chars_to_text
+    return [chars_to_text(h) for h in hyps]
+
+
+def score(hyps, refs, moses_lang=None, chrf=False):
     import sacrebleu
     tok = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none")
     if moses_lang:
@@ -54,9 +69,14 @@ def score(hyps, refs, moses_lang=None):
         hyps, refs = detok(hyps), detok(refs)
     metric = sacrebleu.metrics.BLEU()
     det = metric.corpus_score(hyps, [refs])
-    return {"bleu_detok": round(det.score, 2), "bleu_tok": round(tok.score, 2),
-            "detok_signature": str(det), "sacrebleu_signature": str(metric.get_signature()),
-            "n": len(refs)}
+    out = {"bleu_detok": round(det.score, 2), "bleu_tok": round(tok.score, 2),
+           "detok_signature": str(det), "sacrebleu_signature": str(metric.get_signature()),
+           "n": len(refs)}
+    if chrf:
+        chrf_metric = sacrebleu.metrics.CHRF()
+        out["chrf"] = round(chrf_metric.corpus_score(hyps, [refs]).score, 2)
+        out["chrf_signature"] = str(chrf_metric.get_signature())
+    return out
 
 
 def main(argv=None) -> int:
@@ -67,17 +87,25 @@ def main(argv=None) -> int:
                    help="Moses-detokenise hypotheses and references before the detokenised BLEU")
     p.add_argument("--detok-only", action="store_true",
                    help="print only the detokenised BLEU (for untokenised corpora such as WMT with sentencepiece)")
+    p.add_argument("--char-target", action="store_true",
+                   help="hypotheses are characters with the word boundary \u2581 (prepare_multi30k_char.py): "
+                        "turn them back into words before scoring")
+    p.add_argument("--chrf", action="store_true", help="also report sacreBLEU's chrF, with its signature")
     p.add_argument("--label", default="")
     p.add_argument("--json", default=None, help="also write the scores here")
     a = p.parse_args(argv)
     refs = read_lines(Path(a.ref))
     hyps = read_hypotheses(Path(a.gen), len(refs))
-    s = score(hyps, refs, a.moses_detok)
+    if a.char_target:
+        hyps = chars_to_words(hyps)
+    s = score(hyps, refs, a.moses_detok, chrf=a.chrf)
     tok = "" if a.detok_only else f"   tokenised (multi-bleu style) = {s['bleu_tok']:.2f}"
     sig = f"   signature {s['sacrebleu_signature']}"
     if a.detok_only:
         del s["bleu_tok"]
     print(f"{a.label}BLEU detokenised (sacrebleu) = {s['bleu_detok']:.2f}{tok}   [{s['n']} sentences]{sig}")
+    if a.chrf:
+        print(f"{a.label}chrF (sacrebleu) = {s['chrf']:.2f}   [{s['n']} sentences]   signature {s['chrf_signature']}")
     if a.json:
         Path(a.json).write_text(json.dumps(s) + "\n", encoding="utf-8")
     return 0

@@ -8,7 +8,12 @@ compared with; ``recipes/mt_multi30k.sh``); its ACVI KL schedule is the one chos
 validation (β = 1e-4, KL off for 234 updates, then a 117-update warm-up), the other presets keep
 the papers' β = 1 with no schedule. Every parameter starts from U(−0.1, 0.1)
 (``--init-scale``, modules/init.py). Train with ``--task translation --criterion elbo
---context-inference {none,soft,acvi,structured,variational,ved}``.
+--context-inference {none,soft,acvi,structured,variational,ved,pag,rpag}``.
+
+Planning attention (docs/method.md §3.4, seed 001), BPE source and character target
+(``data_scripts/prepare_multi30k_char.sh``): ``pag_lstm_wmt15`` (the paper's WMT'15 set-up at the
+size of its baseline, for a GPU) and ``pag_lstm_multi30k_char`` (``acvi_lstm_multi30k``'s CPU size;
+``recipes/mt_pag.sh``); both default to ``--context-inference pag``.
 
 Decoding averages K Monte-Carlo samples of the context (ACVI, docs/method.md §2.2). K is a model option,
 set at generation time with ``fairseq-generate --model-overrides "{'mc_samples': K}"``
@@ -167,3 +172,38 @@ def acvi_lstm_multi30k(args):
     # Adam and the decoder stops using its source; β = 0.002 reached validation perplexity 8.7.
     seq2seq_defaults(args, dropout=0.3, encoder_layers=1, decoder_layers=1, acvi_beta=1e-4,
                      acvi_kl_delay_updates=234, acvi_kl_warmup_updates=117)
+
+
+@register_model_architecture("acvi_lstm", "pag_lstm_wmt15")
+def pag_lstm_wmt15(args):
+    """PAG on WMT'15 (seed 001, docs/method.md §3.4): BPE source, character target.
+
+    The stored text of seed 001 gives the model's structure but none of its sizes: a bidirectional
+    RNN encoder, attention after Bahdanau et al. (2015) (``additive``), the baseline's two-layer
+    bi-scale GRU decoder (Chung et al. 2016; its layers h1 and h2 -> ``decoder_layers=2``), a deep
+    output layer, no other detail, and that the baseline uses "the hyperparameters reported in
+    (Chung et al., 2016) and the code provided with that paper". The sizes are therefore **not in
+    the stored text**: they are that code's WMT'15 bpe2char configuration (github.com/nyu-dl/
+    dl4mt-cdec, ``wmt15_deen_bpe2char_adam.txt``): encoder 512 units per direction over 512-d BPE
+    embeddings, decoder 1024 units over 512-d character embeddings, a 512-d deep output
+    (``decoder_out_embed_dim``), no dropout; the attention MLP projects into the 1024-d annotation
+    size as dl4mt's does (``attention_dim``). Its data, also not ours to set here: 24,440 source BPE
+    symbols, 300 target characters, sentences up to 50 pieces / 500 characters (the package's
+    1024 positions cover them). The plan horizon k = 10 is pag's default (``--pag-plan-horizon``).
+    Not reproduced: GRUs (LSTMs here), the bi-scale gating, attention conditioned on both decoder
+    layers (here the top one), layer normalisation (which the paper reports to help PAG).
+    """
+    seq2seq_defaults(args, context_inference="pag", dropout=0.0, encoder_embed_dim=512,
+                     encoder_hidden_size=512, encoder_layers=1, decoder_embed_dim=512,
+                     decoder_hidden_size=1024, decoder_layers=2, decoder_out_embed_dim=512,
+                     attention_type="additive", attention_dim=1024)
+
+
+@register_model_architecture("acvi_lstm", "pag_lstm_multi30k_char")
+def pag_lstm_multi30k_char(args):
+    """PAG on Multi30K with a BPE source and character target (``recipes/mt_pag.sh``), sized for a
+    CPU: ``acvi_lstm_multi30k``'s one-layer 256-d model with dropout 0.3. Its ACVI KL schedule is
+    not carried over (its update counts are epochs of the word-level data). Character targets are
+    about 5x longer than words (72 characters per German training sentence, the longest 257 + </s>):
+    the package's 1024 target positions hold them, so they stay as they are."""
+    seq2seq_defaults(args, context_inference="pag", dropout=0.3, encoder_layers=1, decoder_layers=1)

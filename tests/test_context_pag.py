@@ -13,8 +13,8 @@ from fairseq_acvi.criterions.elbo import ELBOCriterion
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY, build_context
 from fairseq_acvi.modules.context.pag import DEFAULT_PLAN_HORIZON, plan_softmax
 from fairseq_acvi.modules.scorers import build_scorer, masked_softmax
-from test_learnability import reversal_batch
-from test_seq2seq_model import _batch, _dictionary, build_model
+from test_learnability import reversal_batch, train_reversal
+from test_seq2seq_model import _batch, _dictionary, build_model, decode_incrementally
 from test_translation_cli import (  # noqa: F401  (data_bin: the tiny reversal data set fixture)
     check_finite_losses, data_bin, generate, logged, train)
 
@@ -104,10 +104,7 @@ def test_beam_reordering_permutes_the_plan_state(variant):
     src, lengths, prev = _batch(d)
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
-        enc = model.encoder(src, lengths)
-        state = {}
-        for t in range(3):
-            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+        enc, state = decode_incrementally(model, src, lengths, prev, 3)
         cache = model.decoder.get_incremental_state(state, "cache")
         before = {k: v.clone() for k, v in cache.items() if k.startswith("state_")}
         model.decoder.reorder_incremental_state_scripting(state, order)
@@ -231,19 +228,7 @@ def test_learns_reversal_well_below_the_unigram_baseline(variant):
                            encoder_embed_dim=16, decoder_embed_dim=16, attention_dim=16,
                            encoder_layers=1, decoder_layers=1, pag_plan_horizon=3,
                            pag_commit_weight=0.1)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    model.train()
-    for step in range(300):
-        src, lengths, prev, tgt, _ = reversal_batch(d, rng, 32, 3, 6)
-        lprobs, extra = model(src, lengths, prev)
-        mask = tgt.ne(d.pad())
-        loss = -(lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) * mask).sum()
-        for value, weight in extra["losses"].values():
-            loss = loss + weight * value
-        opt.zero_grad()
-        (loss / mask.sum()).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
+    train_reversal(model, d, rng, 300, 32, 3, 6)
     model.eval()
     src, lengths, prev, tgt, _ = reversal_batch(d, random.Random(123), 200, 3, 6)
     with torch.no_grad():

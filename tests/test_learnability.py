@@ -27,6 +27,25 @@ def reversal_batch(d, rng, n, min_len=3, max_len=7):
 # ACVI's KL is summed over the context dimensions (here 64): with β = 1 on this tiny
 # low-entropy task the posterior collapses to the prior and the context carries nothing (see the
 # README, "posterior collapse"); a small β keeps the latent context informative.
+def train_reversal(model, d, rng, updates, batch_size, *batch_args, lr=0.01, clip=5.0):
+    """Adam on reversal batches: per-token NLL plus every weighted extra loss term the model
+    returns (the elbo criterion's objective), the model's update count set as fairseq does."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for step in range(updates):
+        model.set_num_updates(step)
+        src, lengths, prev, tgt, _ = reversal_batch(d, rng, batch_size, *batch_args)
+        lprobs, extra = model(src, lengths, prev)
+        mask = tgt.ne(d.pad())
+        loss = -(lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) * mask).sum()
+        for value, weight in extra["losses"].values():
+            loss = loss + weight * value
+        opt.zero_grad()
+        (loss / mask.sum()).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+
+
 @pytest.mark.parametrize("variant,beta", [("soft", None), ("acvi", 1e-3)])
 def test_attention_model_learns_reversal(variant, beta):
     torch.manual_seed(0)
@@ -36,20 +55,7 @@ def test_attention_model_learns_reversal(variant, beta):
                            encoder_embed_dim=32, decoder_embed_dim=32, attention_dim=32,
                            encoder_layers=1, decoder_layers=1, mc_samples=0,
                            **({"acvi_beta": beta} if beta else {}))
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    model.train()
-    for step in range(700):
-        model.set_num_updates(step)
-        src, lengths, prev, tgt, _ = reversal_batch(d, rng, 64)
-        lprobs, extra = model(src, lengths, prev)
-        mask = tgt.ne(d.pad())
-        loss = -(lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) * mask).sum()
-        for value, weight in extra["losses"].values():
-            loss = loss + weight * value
-        opt.zero_grad()
-        (loss / mask.sum()).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
+    train_reversal(model, d, rng, updates=700, batch_size=64)
 
     model.eval()
     gen = SequenceGenerator([model], d, beam_size=1, max_len_b=10)

@@ -71,6 +71,15 @@ def test_incremental_decoding_equals_teacher_forcing(variant):
         assert torch.all(attn.masked_select(pad[:, None, :].expand_as(attn)) == 0)
 
 
+def decode_incrementally(model, src, lengths, prev, steps):
+    """Encode and run the decoder's incremental path over prev[:, :steps] -> (enc, state)."""
+    enc = model.encoder(src, lengths)
+    state = {}
+    for t in range(steps):
+        model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+    return enc, state
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_beam_reordering_keeps_per_hypothesis_state(variant):
     torch.manual_seed(0)
@@ -79,10 +88,7 @@ def test_beam_reordering_keeps_per_hypothesis_state(variant):
     src, lengths, prev = _batch(d)
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
-        enc = model.encoder(src, lengths)
-        state = {}
-        for t in range(3):
-            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+        enc, state = decode_incrementally(model, src, lengths, prev, 3)
         model.decoder.reorder_incremental_state_scripting(state, order)
         enc_r = model.encoder.reorder_encoder_out(enc, order)
         step, _ = model.decoder(prev[order, :4], enc_r, incremental_state=state)

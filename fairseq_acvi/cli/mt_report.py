@@ -371,8 +371,9 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                 paired_rows.append(f"| {v} | {', '.join(map(str, seeds))} | "
                                    + " | ".join(fmt(diffs[s]) for s in SPLITS) + " |")
         if paired_rows:
-            lines += ["", f"BLEU minus `{PAIRED_BASE}`'s, seed by seed (the same seed fixes the data "
-                      "order and the initialisation of both), mean ± std over the seeds both have:", "",
+            lines += ["", f"BLEU minus `{PAIRED_BASE}`'s, seed by seed (a seed fixes the data order, "
+                      "and the plugin's variants also start from the same weights), mean ± std over the "
+                      "seeds both have:", "",
                       "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
             lines += paired_rows
         lines += ["", "Runs:", "",

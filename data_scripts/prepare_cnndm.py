@@ -25,7 +25,10 @@ training phase), the target its first ``--max-target-positions`` (default 100). 
 
 Vocabulary: the ``--vocab-size`` (50k) most frequent tokens of the training articles and summaries
 (untruncated; ties alphabetical), written with the markers ``<unk-0>…<unk-{N-1}>`` as ``dict.txt``
-(``fairseq_acvi.data.oov_markers``). Without a train split, ``--dict`` gives an existing one.
+(``fairseq_acvi.data.oov_markers``). ``--see-vocab FILE`` takes the first ``--vocab-size`` words of
+See et al.'s ``vocab`` file instead (``word count`` per line, most frequent first, counted over the
+full 287k-article training set: their 50k vocabulary even when only part of the corpus is read).
+Without a train split, ``--dict`` gives an existing one.
 
 Output in ``--out-dir`` for each split:
   ``{split}.src`` / ``{split}.tgt``  marker-encoded, truncated; for
@@ -179,6 +182,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True)
     p.add_argument("--dict", help="existing dict.txt with markers (instead of building one "
                                   "from the train split)")
+    p.add_argument("--see-vocab", help="See et al.'s vocab file ('word count' lines, most frequent "
+                                       "first): its first --vocab-size words are the vocabulary")
     p.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE)
     p.add_argument("--max-source-positions", type=int, default=DEFAULT_MAX_SOURCE_POSITIONS,
                    help="source truncation length N = number of <unk-j> markers (default 400)")
@@ -188,6 +193,48 @@ def get_parser() -> argparse.ArgumentParser:
                    help="none: text is already tokenised (default); ptb: raw .story text")
     p.add_argument("--no-lowercase", action="store_true")
     return p
+
+
+def read_see_vocab(path: str, size: int) -> Tuple[List[str], Counter, List[str]]:
+    """The first ``size`` usable words of See et al.'s vocab file, their counts, and the words left out.
+
+    See's files were split on ASCII spaces only, so a few vocabulary words hold a no-break space
+    (``'2\\xa01/2'``; 5 among the first 50k). Python's ``str.split`` and fairseq's tokenizer split
+    text there, so such a word can never be a token here: it is left out (returned as the third
+    element, and counted in ``prepare_stats.json``) and the next word takes its place. See's own
+    loader refuses the file when a word is one of its special tokens; here a word that is reserved
+    (fairseq's specials, the ``<unk-j>`` markers), a repeated word, a line that is not
+    ``word count`` or counts that increase stop with an error naming the line.
+    """
+    if size <= 0:
+        raise ValueError(f"--vocab-size must be positive, got {size}")
+    words: List[str] = []
+    counts: Counter = Counter()
+    skipped: List[str] = []
+    last = None
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if len(words) == size:
+                break
+            parts = line.rstrip("\n").split(" ")
+            if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+                raise ValueError(f"{path}:{lineno}: expected 'word count', got {line!r}")
+            w, c = parts[0], int(parts[1])
+            if last is not None and c > last:
+                raise ValueError(f"{path}:{lineno}: counts must not increase ({c} after {last})")
+            last = c
+            if len(w.split()) != 1:
+                skipped.append(w)
+                continue
+            if is_reserved(w) or w in ("[UNK]", "[PAD]", "[START]", "[STOP]"):
+                raise ValueError(f"{path}:{lineno}: reserved token {w!r} in the vocabulary")
+            if w in counts:
+                raise ValueError(f"{path}:{lineno}: {w!r} repeated")
+            words.append(w)
+            counts[w] = c
+    if len(words) < size:
+        raise ValueError(f"{path}: {len(words)} usable words, fewer than --vocab-size {size}")
+    return words, counts, skipped
 
 
 def load_split(args, split: str, tokenize) -> Optional[List[Example]]:
@@ -244,6 +291,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     tokenize = PTBTokenizer() if args.tokenize == "ptb" else str.split
+    see_skipped: List[str] = []
     try:
         data = {s: load_split(args, s, tokenize) for s in SPLITS}
         data = {s: ex for s, ex in data.items() if ex is not None}
@@ -251,7 +299,17 @@ def main(argv=None) -> int:
             raise ValueError("no split given (use --{train,valid,test}-stories or -source/-target)")
         os.makedirs(args.out_dir, exist_ok=True)
         dict_out = os.path.join(args.out_dir, "dict.txt")
-        if args.dict:
+        if args.dict and args.see_vocab:
+            raise ValueError("--dict and --see-vocab exclude each other")
+        if args.see_vocab:
+            words, counts, see_skipped = read_see_vocab(args.see_vocab, args.vocab_size)
+            if see_skipped:
+                print(f"{args.see_vocab}: {len(see_skipped)} words holding a no-break space left out "
+                      f"(never a token after whitespace splitting): {see_skipped}")
+            with open(dict_out, "w", encoding="utf-8") as f:
+                for line in dictionary_lines(words, counts, args.max_source_positions):
+                    f.write(line + "\n")
+        elif args.dict:
             words, n_markers = read_vocab(args.dict)
             if n_markers < args.max_source_positions:
                 raise ValueError(f"{args.dict}: {n_markers} markers < --max-source-positions "
@@ -276,7 +334,9 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     vocab = set(words)
-    stats = {"vocab_size": len(words), "markers": args.max_source_positions,
+    vocab_from = "see_vocab" if args.see_vocab else "dict" if args.dict else "train"
+    stats = {"vocab_size": len(words), "vocab_from": vocab_from,
+             "see_vocab_words_left_out": see_skipped, "markers": args.max_source_positions,
              "max_source_positions": args.max_source_positions,
              "max_target_positions": args.max_target_positions}
     for split, examples in data.items():

@@ -87,7 +87,20 @@ def test_read_run_best_epoch_bleu_source_use_and_sweep(fake_runs):
     assert run["source_use"]["zero"]["bleu_drop"] == pytest.approx(0.5)    # 19.5 (K = 0) - 19
     assert run["source_use"]["zero"]["ppl_ratio"] == pytest.approx(1.0)
     assert run["source_use"]["shuffle"] == {"bleu": 18.5, "bleu_drop": pytest.approx(1.0)}
-    assert run["mc_sweep"] == {"test2016": {0: 20.5, 10: 21.0}, "valid": {0: 19.5}}
+    # the run's own decode (valid, at the presets' K = 10) joins the sweep of its split
+    assert run["mc_sweep"] == {"test2016": {0: 20.5, 10: 21.0}, "valid": {0: 19.5, 10: 20.0}}
+
+
+def test_sweep_takes_the_default_k_from_the_training_command(fake_runs):
+    acvi = fake_runs / "en_de" / "acvi-beta0.1_seed1"
+    meta = json.loads((acvi / "run.json").read_text())
+    meta["extra_train_args"] = "--acvi-beta 0.1 --mc-samples 5 --log-interval 25"
+    (acvi / "run.json").write_text(json.dumps(meta))
+    run = mt_report.read_run(str(acvi))
+    assert run["mc_sweep"]["valid"] == {0: 19.5, 5: 20.0}
+    assert run["mc_sweep"]["test2016"] == {0: 20.5, 5: 21.0, 10: 21.0}
+    # a deterministic context has no default K: its decodes are not a sweep point
+    assert mt_report.read_run(str(fake_runs / "en_de" / "soft_seed1"))["mc_sweep"] == {}
 
 
 def test_aggregate_means_and_sample_std_over_seeds(fake_runs):

@@ -191,13 +191,32 @@ def source_use(run: dict) -> Dict[str, dict]:
     return out
 
 
+STOCHASTIC_CONTEXTS = ("acvi",)   # decoded by averaging K context samples (recipes/mt_multi30k.sh)
+DEFAULT_MC_SAMPLES = 10            # the seq2seq presets' --mc-samples (models/lstm_seq2seq.py)
+
+
+def default_mc_samples(run: dict) -> Optional[int]:
+    """K of a stochastic run's own decode (``<split>``): ``--mc-samples`` of its training command,
+    else the presets' default; None for a deterministic context."""
+    if run["context"] not in STOCHASTIC_CONTEXTS:
+        return None
+    m = re.search(r"--mc-samples[= ](\d+)", run["meta"].get("extra_train_args") or "")
+    return int(m.group(1)) if m else DEFAULT_MC_SAMPLES
+
+
 def mc_sweep(run: dict) -> Dict[str, Dict[int, float]]:
-    """{split: {K: bleu_tok}} from the ``<split>_K<k>`` decodes."""
+    """{split: {K: bleu_tok}} from the ``<split>_K<k>`` decodes, plus the run's own decode
+    ``<split>`` at its default K (:func:`default_mc_samples`) for every split that has a sweep."""
     out: Dict[str, Dict[int, float]] = {}
     for name, b in run["bleu"].items():
         m = re.fullmatch(r"(\w+?)_K(\d+)", name)
         if m:
             out.setdefault(m.group(1), {})[int(m.group(2))] = b["bleu_tok"]
+    k_default = default_mc_samples(run)
+    if k_default is not None:
+        for split, by_k in out.items():
+            if k_default not in by_k and split in run["bleu"]:
+                by_k[k_default] = run["bleu"][split]["bleu_tok"]
     return out
 
 

@@ -1,0 +1,212 @@
+"""CNN/DailyMail in See et al.'s chunk format (issue 18, item 1): data_scripts/read_see_chunks.py (the
+protobuf wire format decoded without TensorFlow), prepare_cnndm.py --see-vocab and the wrapper
+data_scripts/prepare_cnndm_see.sh.
+
+Synthetic chunks test the decoder and its errors; the real chunks of ../shared/data/cnn_dm_see_chunks
+(skipped when absent) test the counts, the first canonical story and a dropped empty article.
+"""
+import json
+import lzma
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "data_scripts"
+sys.path.insert(0, str(SCRIPTS))
+import prepare_cnndm  # noqa: E402
+import read_see_chunks as rsc  # noqa: E402
+
+SEE = Path(os.environ.get("CNNDM_SEE_DIR", REPO.parent / "shared" / "data" / "cnn_dm_see_chunks"))
+needs_see = pytest.mark.skipif(not (SEE / "bin" / "train_000.bin.xz").is_file(),
+                               reason=f"See et al.'s chunks not found at {SEE}")
+
+
+# --- a minimal protobuf encoder, written independently of the decoder under test -------------------
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _ld(field: int, payload: bytes) -> bytes:  # a length-delimited field
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def example(**features) -> bytes:
+    """A serialised tf.train.Example with bytes features (a str value or a list of str values)."""
+    entries = b""
+    for key, values in features.items():
+        values = [values] if isinstance(values, str) else values
+        bytes_list = b"".join(_ld(1, v.encode("utf-8")) for v in values)
+        feature = _ld(1, bytes_list)
+        # an int64 feature beside it must be skipped: Feature.int64_list = 3 holding varint 7
+        entries += _ld(1, _ld(1, key.encode("utf-8")) + _ld(2, feature))
+    entries += _ld(1, _ld(1, b"n") + _ld(2, _ld(3, _varint(1 << 3 | 0) + _varint(7))))
+    return _ld(1, entries)
+
+
+def write_chunk(path: Path, records, compress=False) -> None:
+    data = b"".join(struct.pack("<q", len(r)) + r for r in records)
+    if compress:
+        with lzma.open(str(path) + ".xz", "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+
+
+def _ex(i, article=None):
+    return example(article=f"article {i} text ." if article is None else article,
+                   abstract=f"<s> summary {i} . </s> <s> second {i} . </s>")
+
+
+@pytest.fixture
+def chunks(tmp_path):
+    d = tmp_path / "bin"
+    d.mkdir()
+    write_chunk(d / "train_000.bin", [_ex(0), _ex(1, article=""), _ex(2)], compress=True)
+    write_chunk(d / "train_003.bin", [_ex(3)])
+    write_chunk(d / "val_000.bin", [_ex(10)])
+    write_chunk(d / "test_000.bin", [_ex(20), _ex(21)])
+    (tmp_path / "val_test_ids.tsv").write_text(
+        "chunk\tindex_in_chunk\tsplit_index\tstory_sha1\ntest_000.bin\t1\t1\tabc123\n")
+    return d
+
+
+def test_parse_example_round_trip():
+    feats = rsc.parse_example(example(article="a b c", abstract=["<s> x </s>", "<s> y </s>"]))
+    assert feats == {"article": [b"a b c"], "abstract": [b"<s> x </s>", b"<s> y </s>"], "n": []}
+    # multi-byte varints (a text over 127 and over 16383 bytes) decode exactly
+    long = "w " * 9000
+    assert rsc.parse_example(example(article=long))["article"] == [long.encode()]
+
+
+def test_convert_writes_aligned_lines_and_drops_empty_articles(chunks, tmp_path):
+    out = tmp_path / "out"
+    stats = rsc.convert(str(chunks), str(out))
+    src = (out / "train.source").read_text().splitlines()
+    tgt = (out / "train.target").read_text().splitlines()
+    ids = (out / "train.ids").read_text().splitlines()
+    # chunk order (000 before 003, .xz and plain alike), the empty article (000:1) dropped
+    assert src == ["article 0 text .", "article 2 text .", "article 3 text ."]
+    assert tgt[1] == "<s> summary 2 . </s> <s> second 2 . </s>"
+    assert ids == ["train_000.bin\t0\t-", "train_000.bin\t2\t-", "train_003.bin\t0\t-"]
+    st = stats["splits"]["train"]
+    assert (st["records"], st["written"], st["dropped_empty_article"]) == (4, 3, ["train_000.bin:1"])
+    assert (out / "valid.source").read_text() == "article 10 text .\n"   # val -> valid
+    assert (out / "test.ids").read_text().splitlines()[1] == "test_000.bin\t1\tabc123"
+    assert json.loads((out / "read_stats.json").read_text())["splits"]["test"]["written"] == 2
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:-5], "train_000.bin: record 2: truncated record"),
+    (lambda data: data + b"\x01\x02", "train_000.bin: record 3: truncated length (2 of 8 bytes)"),
+    (lambda data: data + struct.pack("<q", 3) + b"\xff\xff\xff", "train_000.bin: record 3: not a tf.train.Example"),
+    (lambda data: data + struct.pack("<q", 0), "train_000.bin: record 3: no 'article' feature"),
+])
+def test_malformed_record_names_chunk_and_index(tmp_path, damage, message):
+    d = tmp_path / "bin"
+    d.mkdir()
+    good = b"".join(struct.pack("<q", len(r)) + r for r in [_ex(0), _ex(1), _ex(2)])
+    (d / "train_000.bin").write_bytes(damage(good))
+    with pytest.raises(rsc.ChunkError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        rsc.convert(str(d), str(tmp_path / "out"), splits=["train"])
+
+
+def test_empty_abstract_and_line_break_are_errors(tmp_path):
+    d = tmp_path / "bin"
+    d.mkdir()
+    write_chunk(d / "test_000.bin", [_ex(0), example(article="a .", abstract="<s> </s>")])
+    with pytest.raises(rsc.ChunkError, match=r"test_000.bin: record 1: empty abstract"):
+        rsc.convert(str(d), str(tmp_path / "o"), splits=["test"])
+    write_chunk(d / "test_000.bin", [example(article="a .\nb .", abstract="<s> x </s>")])
+    with pytest.raises(rsc.ChunkError, match=r"record 0: 'article' contains a line break"):
+        rsc.convert(str(d), str(tmp_path / "o"), splits=["test"])
+
+
+def test_missing_folder_or_split_is_a_clear_error(tmp_path, chunks):
+    assert rsc.main(["--chunks", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "o")]) == 1
+    (chunks / "val_000.bin").unlink()
+    with pytest.raises(FileNotFoundError, match=r"no chunk files val_NNN"):
+        rsc.convert(str(chunks), str(tmp_path / "o"))
+
+
+# --- See's vocabulary -------------------------------------------------------------------------------
+
+def test_see_vocab_takes_the_first_words_and_leaves_out_nbsp_words(tmp_path):
+    v = tmp_path / "vocab"
+    v.write_text("the 10\n, 9\n2\xa01/2 8\ncat 7\ndog 7\nrare 1\n", encoding="utf-8")
+    words, counts, skipped = prepare_cnndm.read_see_vocab(str(v), 4)
+    assert words == ["the", ",", "cat", "dog"] and counts["cat"] == 7 and skipped == ["2\xa01/2"]
+    with pytest.raises(ValueError, match=r"5 usable words, fewer than --vocab-size 6"):
+        prepare_cnndm.read_see_vocab(str(v), 6)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("the 10\n<unk> 9\n", r"vocab:2: reserved token '<unk>'"),
+    ("the 10\n<unk-3> 9\n", r"vocab:2: reserved token '<unk-3>'"),
+    ("the 10\nthe 9\n", r"vocab:2: 'the' repeated"),
+    ("the 10\ncat 11\n", r"vocab:2: counts must not increase"),
+    ("the 10\ncat\n", r"vocab:2: expected 'word count'"),
+])
+def test_see_vocab_errors_name_the_line(tmp_path, text, message):
+    v = tmp_path / "vocab"
+    v.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        prepare_cnndm.read_see_vocab(str(v), 2)
+
+
+# --- the real chunks --------------------------------------------------------------------------------
+
+@needs_see
+def test_real_chunk_slice(tmp_path):
+    # train_000 record 598 is one of the 67 empty articles of See's training data
+    stats = rsc.convert(str(SEE / "bin"), str(tmp_path), splits=["train", "test"], max_records=600)
+    st = stats["splits"]["train"]
+    assert (st["records"], st["written"], st["dropped_empty_article"]) == (600, 599, ["train_000.bin:598"])
+    src = (tmp_path / "train.source").read_text(encoding="utf-8").splitlines()
+    tgt = (tmp_path / "train.target").read_text(encoding="utf-8").splitlines()
+    assert len(src) == len(tgt) == 599
+    assert src[0].startswith("editor 's note : in our behind the scenes series")
+    assert "forgotten floor" in src[0] and tgt[0].startswith("<s> mentally ill inmates in miami")
+    assert src[1].startswith("london , england ( reuters ) -- harry potter star daniel radcliffe")
+    # story ids of the test records come from val_test_ids.tsv
+    assert (tmp_path / "test.ids").read_text().splitlines()[0] == \
+        "test_000.bin\t0\t469c6ac05092ca5997728c9dfc19f9ab6b936e40"
+
+
+@needs_see
+def test_prepare_cnndm_see_end_to_end(tmp_path):
+    dest = tmp_path / "bin"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable, DEST=str(dest), MAX_RECORDS="40",
+               SEE_DIR=str(SEE), MAX_SOURCE_POSITIONS="100")
+    r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
+                       env=env, cwd=str(REPO), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "5 words holding a no-break space left out" in r.stdout
+    stats = json.loads((dest / "text" / "prepare_stats.json").read_text())
+    assert stats["vocab_from"] == "see_vocab" and stats["vocab_size"] == 50000
+    assert [stats[s]["examples"] for s in ("train", "valid", "test")] == [40, 40, 40]
+    dict_lines = (dest / "dict.src.txt").read_text(encoding="utf-8").splitlines()
+    assert dict_lines[0] == ". 12124504" and len(dict_lines) == 50000 + 100   # words, then 100 markers
+    for split in ("train", "valid", "test"):
+        assert (dest / f"{split}.src-tgt.src.bin").is_file()
+        assert len((dest / f"{split}.ids").read_text().splitlines()) == 40
+    src = (dest / "text" / "train.src").read_text(encoding="utf-8").splitlines()
+    assert all(len(line.split()) <= 100 for line in src)
+
+
+def test_prepare_cnndm_see_missing_folder(tmp_path):
+    env = dict(os.environ, PYTHON=sys.executable, SEE_DIR=str(tmp_path / "absent"), DEST=str(tmp_path / "d"))
+    r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
+                       env=env, cwd=str(REPO), timeout=60)
+    assert r.returncode == 2 and "absent/bin not found" in r.stderr

@@ -24,7 +24,12 @@
 # Options (env vars):
 #   CONTEXT=acvi      soft | acvi | structured | variational | ved
 #   DATA=data-bin/cnndm   output of data_scripts/prepare_cnndm.sh (binarised + test.article/summary)
-#   SAVE=checkpoints/cnndm_${CONTEXT}   one sub-folder per phase (phase1 … phase6)
+#   SAVE=checkpoints/cnndm_${CONTEXT}   one sub-folder per phase (phase1 … phaseN)
+#   SCHEDULE=paper    paper: the six phases above; cpu: $CPU_PHASES, sized for one CPU core
+#                     (default "1500:50:50:0 3000:100:50:0 5000:200:50:0 6000:400:100:0 6500:400:100:1":
+#                     about 2.7 epochs of See's 39k-article subset at batch 16, the coverage phase
+#                     500 updates); or an explicit list "END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE ..."
+#                     with cumulative update ends; the last phase's checkpoint is decoded
 #   SCALE=1           multiplies every phase's update count (e.g. 0.0001 for a smoke run; each phase
 #                     keeps >= 1 update)
 #   ARCH=acvi_pointer_generator_cnndm  LR=0.001 (Adam)  BATCH=16  CLIP_NORM=2  SEED=1
@@ -37,6 +42,8 @@ CONTEXT="${CONTEXT:-acvi}"
 DATA="${DATA:-data-bin/cnndm}"
 SAVE="${SAVE:-checkpoints/cnndm_${CONTEXT}}"
 SCALE="${SCALE:-1}"
+SCHEDULE="${SCHEDULE:-paper}"
+CPU_PHASES="${CPU_PHASES:-1500:50:50:0 3000:100:50:0 5000:200:50:0 6000:400:100:0 6500:400:100:1}"
 ARCH="${ARCH:-acvi_pointer_generator_cnndm}"
 LR="${LR:-0.001}"
 BATCH="${BATCH:-16}"
@@ -58,10 +65,21 @@ USER_DIR="${USER_DIR:-fairseq_acvi}"
 
 [[ -f "$DATA/dict.src.txt" ]] || { echo "[recipe] error: $DATA/dict.src.txt missing; run data_scripts/prepare_cnndm.sh" >&2; exit 1; }
 
-ENDS=(71000 116000 184000 223000 250000 253000)
-ENC=(10 50 100 200 400 400)
-DEC=(10 50 50 50 100 100)
-COV=(0 0 0 0 0 1)
+case "$SCHEDULE" in
+  paper) PHASES="71000:10:10:0 116000:50:50:0 184000:100:50:0 223000:200:50:0 250000:400:100:0 253000:400:100:1" ;;
+  cpu)   PHASES="$CPU_PHASES" ;;
+  *)     PHASES="$SCHEDULE" ;;
+esac
+ENDS=(); ENC=(); DEC=(); COV=()
+for ph in $PHASES; do
+  IFS=: read -r e n m c extra <<< "$ph"
+  if ! [[ "$e" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ && "$m" =~ ^[0-9]+$ && "$c" =~ ^[01]$ && -z "$extra" ]]; then
+    echo "[recipe] error: SCHEDULE phase '$ph' is not END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE(0|1)" >&2; exit 2
+  fi
+  ENDS+=("$e"); ENC+=("$n"); DEC+=("$m"); COV+=("$c")
+done
+NPH=${#ENDS[@]}
+[[ $NPH -ge 1 ]] || { echo "[recipe] error: SCHEDULE has no phase" >&2; exit 2; }
 
 # scaled cumulative ends, strictly increasing (each phase >= 1 update)
 scaled=()
@@ -72,7 +90,7 @@ for end in "${ENDS[@]}"; do
 done
 
 if [[ "$TRAIN" == "1" ]]; then
-  for k in 0 1 2 3 4 5; do
+  for ((k = 0; k < NPH; k++)); do
     dir="$SAVE/phase$((k + 1))"
     mkdir -p "$dir"
     resume=()
@@ -96,12 +114,14 @@ if [[ "$TRAIN" == "1" ]]; then
   done
 fi
 
-CKPT="$SAVE/phase6/checkpoint_last.pt"
+CKPT="$SAVE/phase$NPH/checkpoint_last.pt"
 [[ -f "$CKPT" ]] || { echo "[recipe] error: no checkpoint $CKPT" >&2; exit 1; }
 overrides=()
 if [[ -n "$MC_SAMPLES" ]]; then overrides=(--model-overrides "{'mc_samples': $MC_SAMPLES}"); fi
 "$PYTHON" -m fairseq_cli.generate "$DATA" --user-dir "$USER_DIR" --task pointer_summarization \
   --source-lang src --target-lang tgt --path "$CKPT" --gen-subset "$SUBSET" --beam "$BEAM" \
+  --truncate-source --max-source-positions "$((ENC[NPH - 1] + 1))" \
+  --truncate-target --max-target-positions "${DEC[$((NPH - 1))]}" \
   --min-len "$MIN_LEN" --max-len-a 0 --max-len-b "$MAX_LEN" --batch-size "$GEN_BATCH" \
   "${overrides[@]}" > "$SAVE/gen_$SUBSET.out"
 "$PYTHON" data_scripts/restore_oov.py --src "$DATA/$SUBSET.article" --hyp "$SAVE/gen_$SUBSET.out" \

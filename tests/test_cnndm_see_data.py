@@ -210,3 +210,41 @@ def test_prepare_cnndm_see_missing_folder(tmp_path):
     r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
                        env=env, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "absent/bin not found" in r.stderr
+
+
+@needs_see
+@pytest.mark.slow
+def test_recipe_smoke_on_see_chunks(tmp_path):
+    """See's chunks -> data -> the phased recipe (an explicit two-phase schedule, coverage last) ->
+    beam search on test, OOV restoration and ROUGE, through the recipe's own commands."""
+    dest = tmp_path / "bin"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable, DEST=str(dest), MAX_RECORDS="24",
+               SEE_DIR=str(SEE), MAX_SOURCE_POSITIONS="60", MAX_TARGET_POSITIONS="30", VOCAB_SIZE="2000")
+    r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
+                       env=env, cwd=str(REPO), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    save = tmp_path / "ckpt"
+    tiny = ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",
+            "--decoder-hidden-size", "16", "--attention-dim", "16"]
+    env = dict(env, CONTEXT="soft", DATA=str(dest), SAVE=str(save), SCHEDULE="3:20:10:0 5:40:20:1",
+               BATCH="8", MIN_LEN="3", MAX_LEN="12", METEOR="none", GEN_BATCH="8", LOG_INTERVAL="1")
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh"), *tiny], capture_output=True,
+                       text=True, env=env, cwd=str(REPO), timeout=900)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert "phase 1: updates -> 3, source 20 words, target 10 tokens, coverage 0" in r.stdout
+    assert "phase 2: updates -> 5, source 40 words, target 20 tokens, coverage 1" in r.stdout
+    assert not (save / "phase3").exists()
+    hyp = (save / "hyp_test.txt").read_text(encoding="utf-8").splitlines()
+    assert len(hyp) == 24
+    scores = json.loads((save / "scores_test.json").read_text())
+    assert scores["n"] == 24 and 0.0 <= scores["rouge1"] <= 100.0 and "rougeL" in scores
+
+
+def test_recipe_rejects_a_malformed_schedule(tmp_path):
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "dict.src.txt").write_text("a 1\n")
+    env = dict(os.environ, PYTHON=sys.executable, DATA=str(data), SCHEDULE="10:50:50", SAVE=str(tmp_path / "s"))
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True, text=True,
+                       env=env, cwd=str(REPO), timeout=60)
+    assert r.returncode == 2 and "SCHEDULE phase '10:50:50' is not END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE" in r.stderr

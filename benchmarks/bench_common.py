@@ -19,13 +19,20 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def elbo_train_step(model, opt, src, lengths, prev, tgt) -> None:
+def elbo_train_step(model, opt, src, lengths, prev, tgt, score_target=None) -> None:
     """One SGD/Adam step on NLL + Σ weight·term, as the ``elbo`` criterion computes it (the
-    coverage term, weight None, counts with weight 1). Works for fairseq's own models too, whose
-    second output is not a dict of losses."""
-    out = model(src, lengths, prev)
-    lprobs = model.get_normalized_probs(out, log_probs=True)
-    loss = -lprobs.gather(-1, tgt.unsqueeze(-1)).sum()
+    coverage term, weight None, counts with weight 1; the gold tokens scored by the decoder itself
+    where it ``supports_target_scoring``, as the criterion does, unless ``score_target=False``).
+    Works for fairseq's own models too, whose second output is not a dict of losses."""
+    if score_target is None:
+        score_target = getattr(getattr(model, "decoder", None), "supports_target_scoring", False)
+    if score_target:
+        out = model(src, lengths, prev, target=tgt, score_target=True)
+        loss = -out[1]["target_lprobs"].sum()
+    else:
+        out = model(src, lengths, prev)
+        lprobs = model.get_normalized_probs(out, log_probs=True)
+        loss = -lprobs.gather(-1, tgt.unsqueeze(-1)).sum()
     extra = out[1] if isinstance(out[1], dict) else {}
     for value, weight in extra.get("losses", {}).values():
         loss = loss + (1.0 if weight is None else weight) * value

@@ -342,3 +342,76 @@ def test_variational_terms_use_the_real_target_of_a_cut_summary():
     _, _, log = crit(model, sample)
     assert float(log["kl"]) == pytest.approx(gold["kl"], rel=1e-6, abs=0)
     assert float(log["kl"]) != pytest.approx(default["kl"], rel=1e-3, abs=0)
+
+
+# -- scoring the gold tokens only (training and validation through the elbo criterion) --------------
+def test_target_only_mixture_equals_the_gathered_full_mixture():
+    from fairseq_acvi.modules.copy_generator import copy_mixture_target_log_probs
+    g = torch.Generator().manual_seed(3)
+    B, T, S, N, n_real, V = 2, 4, 3, 5, 9, 14
+    logits = torch.randn(B, T, S, n_real, generator=g, dtype=torch.float64).requires_grad_()
+    p_gen = torch.rand(B, T, S, 1, generator=g, dtype=torch.float64)
+    attn = torch.softmax(torch.randn(B, T, 1, N, generator=g, dtype=torch.float64), -1)
+    src = torch.randint(0, V, (B, 1, 1, N), generator=g)
+    src[0, 0, 0, :2] = 12                                    # a marker twice in one source
+    y = torch.randint(0, V, (B, T, 1), generator=g)
+    y[0, 0, 0], y[1, 0, 0] = 12, 13                          # copied marker; a marker not in source
+    full = copy_mixture_log_probs(logits, p_gen, attn, src, V).gather(-1, y.unsqueeze(-1).expand(B, T, S, 1))
+    fast = copy_mixture_target_log_probs(logits, p_gen, attn, src, y)
+    assert fast.shape == (B, T, S) and fast.dtype == torch.float32
+    torch.testing.assert_close(fast, full.squeeze(-1), rtol=1e-6, atol=1e-6)
+    g_fast, = torch.autograd.grad(fast.sum(), logits)
+    g_full, = torch.autograd.grad(full.sum(), logits)
+    torch.testing.assert_close(g_fast, g_full.float().to(g_fast.dtype), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant, opts", [("soft", {}), ("acvi", {"mc_samples": 4}),
+                                           ("acvi", {"mc_samples": 4, "acvi_sampler": "gumbel"}),
+                                           ("structured", {}), ("variational", {}), ("ved", {})],
+                         ids=["soft", "acvi-K4", "acvi-gumbel", "structured", "variational", "ved"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_criterion_scores_gold_tokens_exactly_as_the_full_output(variant, opts, training):
+    """The elbo criterion asks the pointer-generator for log P(y_t) only; the loss, every logged
+    term and the gradients equal those of the full (B, T, V) output gathered at the target."""
+    from fairseq_acvi.criterions.elbo import ELBOCriterion
+
+    class _T:
+        target_dictionary = None
+    torch.manual_seed(0)
+    model, d = build_model(variant, **opts)
+    _T.target_dictionary = d
+    model.train(training)
+    src, lengths, prev = _batch(d)
+    target = model.decoder._targets(prev)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
+              "target": target, "ntokens": int(target.ne(d.pad()).sum()), "nsentences": 3}
+    crit = ELBOCriterion(_T())
+
+    def run(score):
+        model.zero_grad()
+        model.decoder.supports_target_scoring = score
+        torch.manual_seed(7)
+        loss, _, log = crit(model, sample)
+        loss.backward()
+        return loss.detach(), log, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    loss_fast, log_fast, grads_fast = run(True)
+    loss_full, log_full, grads_full = run(False)
+    del model.decoder.supports_target_scoring                 # back to the class attribute
+    assert type(model.decoder).supports_target_scoring is True
+    torch.testing.assert_close(loss_fast, loss_full, rtol=1e-5, atol=1e-5)
+    for k in log_full:
+        torch.testing.assert_close(torch.as_tensor(log_fast[k]).float(), torch.as_tensor(log_full[k]).float(),
+                                   rtol=1e-5, atol=1e-5)
+    assert len(grads_fast) == len(grads_full)
+    for a, b in zip(grads_fast, grads_full):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_score_target_is_refused_where_it_cannot_apply():
+    model, d = build_model("soft")
+    src, lengths, prev = _batch(d)
+    with pytest.raises(ValueError, match="score_target needs target"):
+        model(src, lengths, prev, score_target=True)
+    lp, extra = model(src, lengths, prev, target=model.decoder._targets(prev), score_target=True)
+    assert lp is None and extra["target_lprobs"].shape == prev.shape

@@ -36,15 +36,23 @@ class ELBOCriterion(FairseqCriterion):
 
     def forward(self, model, sample, reduce=True):
         net_input = sample["net_input"]
-        if getattr(getattr(getattr(model, "decoder", None), "context", None), "needs_target", False):
+        decoder = getattr(model, "decoder", None)
+        score_target = getattr(decoder, "supports_target_scoring", False)
+        if score_target:
+            # the decoder scores the gold tokens itself, without its (B, T, V) output
+            net_input = dict(net_input, target=sample["target"], score_target=True)
+        elif getattr(getattr(decoder, "context", None), "needs_target", False):
             # the context conditions on y (variational): give it the real target, which a
             # truncated summary does not end in </s> (cannot be rebuilt from prev_output_tokens)
             net_input = dict(net_input, target=sample["target"])
         net_output = model(**net_input)
-        lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
         target = model.get_targets(sample, net_output)
         mask = target.ne(self.padding_idx)
-        tok_lp = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        if score_target:
+            tok_lp = net_output[1]["target_lprobs"].float()
+        else:
+            lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
+            tok_lp = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
         nll = -(tok_lp * mask).sum()
         loss = nll
         logging_output = {}

@@ -46,8 +46,9 @@ from fairseq_acvi.data.oov_markers import marker_id_range
 from fairseq_acvi.models.lstm_seq2seq import (
     ACVILSTMModel, add_seq2seq_args, finish_model, seq2seq_defaults)
 from fairseq_acvi.modules.context import StepOutput
-from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
-from fairseq_acvi.modules.copy_generator import CopySwitch, copy_mixture_log_probs
+from fairseq_acvi.modules.context_decoder import _MC_CHUNK_ELEMENTS, ContextLSTMDecoder, combine_samples
+from fairseq_acvi.modules.copy_generator import (CopySwitch, copy_mixture_log_probs,
+                                                 copy_mixture_target_log_probs)
 from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
 
 
@@ -110,12 +111,36 @@ class PointerGeneratorDecoder(ContextLSTMDecoder):
             return lp.squeeze(2)
         return super()._predict(s, feeds, out, x, cache)
 
-    def _mix(self, hid, ctx, s, x, attn, cache):
+    supports_target_scoring = True
+
+    def _predict_target(self, s, feeds, out: StepOutput, x, cache, target):
+        """log P(y_t) of the gold tokens only (B, T) float32: :meth:`_predict` gathered at
+        ``target`` (B, T), computed by :func:`copy_mixture_target_log_probs` (no (B, T, V) mixture)."""
+        attn, x_, s_ = out.attn.unsqueeze(2), x.unsqueeze(2), s.unsqueeze(2)
+        if out.samples is None:
+            return self._mix(feeds.unsqueeze(2), out.mean.unsqueeze(2), s_, x_, attn, cache,
+                             target=target.unsqueeze(2)).squeeze(2)
+        B, T, S = out.samples.shape[:3]
+        if B * T * S * self.n_real <= _MC_CHUNK_ELEMENTS:
+            samples = [out.samples]
+        else:   # large validation batches with many samples: the logits sample by sample
+            samples = [out.samples[:, :, i:i + 1] for i in range(S)]
+        lp = []
+        for ctx in samples:
+            hid = torch.tanh(self.W_c(torch.cat([s_.expand(-1, -1, ctx.size(2), -1),
+                                                 ctx.to(s.dtype)], dim=-1)))
+            lp.append(self._mix(hid, ctx, s_, x_, attn, cache, target=target.unsqueeze(2)))
+        return combine_samples(torch.cat(lp, dim=2).unsqueeze(-1), out.log_weights, out.combine).squeeze(-1)
+
+    def _mix(self, hid, ctx, s, x, attn, cache, target=None):
         """hid (B, T, S, out_dim), ctx (B, T, S, d_c), s (B, T, 1, H), x (B, T, 1, E),
-        attn (B, T, 1, N) -> log P (B, T, S, V) float32."""
+        attn (B, T, 1, N) -> log P (B, T, S, V) float32; with ``target`` (B, T, 1) long, log P(y)
+        of the gold token only, (B, T, S)."""
         logits = self.fc_out(F.dropout(hid, self.dropout_out, self.training))
         p_gen = self.switch(ctx, s, x)                                   # (B, T, S, 1)
         src = cache["src_ids"][:, None, None, :]                         # (B, 1, 1, N)
+        if target is not None:
+            return copy_mixture_target_log_probs(logits, p_gen, attn, src, target)
         return copy_mixture_log_probs(logits, p_gen, attn, src, len(self.dictionary))
 
 

@@ -98,18 +98,31 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         self.fc_out = nn.Linear(self.out_dim, len(dictionary))
 
     # ------------------------------------------------------------------------------------------
+    #: True where :meth:`_predict_target` scores the gold tokens without the (B, T, V) output
+    #: (the pointer-generator); the ``elbo`` criterion then asks for ``score_target``
+    supports_target_scoring = False
+
     def forward(self, prev_output_tokens: Tensor, encoder_out: Dict, incremental_state=None,
-                target: Optional[Tensor] = None, **unused):
+                target: Optional[Tensor] = None, score_target: bool = False, **unused):
         """prev_output_tokens: (B, T) -> (lprobs (B, T', V) float32, extra); T' = 1 when
         decoding incrementally.
 
         target (B, T), optional: the gold y_1..y_T for contexts that condition on it (variational
         inference network, its per-step terms). The ``elbo`` criterion passes it; without it the
         target is rebuilt from prev_output_tokens, which is exact only when every target ends in
-        ``</s>`` (not for summaries cut by ``--truncate-target``)."""
+        ``</s>`` (not for summaries cut by ``--truncate-target``).
+
+        score_target: return ``(None, extra)`` with ``extra["target_lprobs"]`` = log P(y_t)
+        (B, T) float32, the same values as ``lprobs`` gathered at ``target``, where the decoder
+        ``supports_target_scoring`` (needs ``target``; not with an incremental state)."""
         if target is not None and target.shape != prev_output_tokens.shape:
             raise ValueError(f"target {tuple(target.shape)} and prev_output_tokens "
                              f"{tuple(prev_output_tokens.shape)} must have the same shape")
+        if score_target and (target is None or incremental_state is not None
+                             or not self.supports_target_scoring):
+            raise ValueError("score_target needs target, no incremental state and a decoder that "
+                             f"supports_target_scoring ({type(self).__name__}: "
+                             f"{self.supports_target_scoring})")
         cache = self._get_cache(incremental_state)
         if cache is None:
             cache = self._start(encoder_out, prev_output_tokens, incremental_state is None, target)
@@ -182,7 +195,10 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
 
         out = stack_steps(steps)                                       # fields (B, T, ...)
         feeds = torch.stack(feeds, dim=1)                              # (B, T, out_dim)
-        lprobs = self._predict(s, feeds, out, x, cache)
+        if score_target:
+            lprobs, target_lprobs = None, self._predict_target(s, feeds, out, x, cache, target)
+        else:
+            lprobs, target_lprobs = self._predict(s, feeds, out, x, cache), None
         nonpad = prev_output_tokens.ne(self.padding_idx)               # (B, T)
         losses = {}
         for name, val in out.losses.items():
@@ -199,7 +215,10 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if incremental_state is None or t0 == 0:
             for name, val in self.context.sentence_losses(prepared).items():
                 losses[name] = (val.sum(), self.context.loss_weight(name))
-        return lprobs, {"attn": [out.attn], "losses": losses}
+        extra = {"attn": [out.attn], "losses": losses}
+        if target_lprobs is not None:
+            extra["target_lprobs"] = target_lprobs
+        return lprobs, extra
 
     # ------------------------------------------------------------------------------------------
     def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,
@@ -224,6 +243,10 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             lp = self.output_log_probs(s, out.samples[:, :, i:i + 1], out, x, cache) + lw
             acc = lp.squeeze(2) if acc is None else torch.logaddexp(acc, lp.squeeze(2))
         return acc
+
+    def _predict_target(self, s, feeds, out: StepOutput, x, cache, target: Tensor) -> Tensor:
+        """log P(y_t) of the gold tokens (B, T) float32; subclasses with a cheaper path override it."""
+        return self._predict(s, feeds, out, x, cache).gather(-1, target.unsqueeze(-1)).squeeze(-1)
 
     @staticmethod
     def _log_softmax(logits: Tensor) -> Tensor:

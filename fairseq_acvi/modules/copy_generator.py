@@ -63,3 +63,28 @@ def copy_mixture_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Tensor, sr
     index = src_ids.expand(*lead, N)
     mixed = gen.scatter_add(-1, index, copy)                             # (..., V)
     return mixed.clamp_min(eps).log()
+
+
+def copy_mixture_target_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Tensor, src_ids: Tensor,
+                                  target: Tensor, eps: float = EPS) -> Tensor:
+    """log P(y) of the copy mixture for the gold token y only, float32 (training and validation).
+
+    The same value as ``copy_mixture_log_probs(...).gather(-1, y)``, the clamp at ``eps`` included,
+    without building any V-sized tensor besides the logits: the vocabulary part is
+    ``exp(logit_y − logsumexp(logits))`` (zero for a marker id y ≥ n_real), the copy part
+    ``Σ_{i: x_i = y} a_i``. Shapes as :func:`copy_mixture_log_probs` (``vocab_logits`` (..., n_real),
+    ``p_gen`` (..., 1), ``attn`` / ``src_ids`` (..., N), broadcast together) and ``target`` (...) long
+    ids; returns (...) float32.
+    """
+    logits = vocab_logits.float()
+    n_real = logits.size(-1)
+    lead = torch.broadcast_shapes(logits.shape[:-1], p_gen.shape[:-1], attn.shape[:-1],
+                                  src_ids.shape[:-1], target.shape)
+    y = target.expand(lead)
+    in_vocab = y < n_real
+    logit_y = logits.expand(*lead, n_real).gather(-1, y.clamp_max(n_real - 1).unsqueeze(-1)).squeeze(-1)
+    p_vocab_y = torch.exp(logit_y - torch.logsumexp(logits, dim=-1).expand(lead)) * in_vocab
+    copy_y = (attn.float().expand(*lead, attn.size(-1))
+              * src_ids.expand(*lead, src_ids.size(-1)).eq(y.unsqueeze(-1))).sum(-1)
+    p_gen = p_gen.float().squeeze(-1).expand(lead)
+    return (p_gen * p_vocab_y + (1.0 - p_gen) * copy_y).clamp_min(eps).log()

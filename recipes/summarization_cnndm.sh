@@ -26,9 +26,11 @@
 #   DATA=data-bin/cnndm   output of data_scripts/prepare_cnndm.sh (binarised + test.article/summary)
 #   SAVE=checkpoints/cnndm_${CONTEXT}   one sub-folder per phase (phase1 … phaseN)
 #   SCHEDULE=paper    paper: the six phases above; cpu: $CPU_PHASES, sized for one CPU core
-#                     (default "1500:50:50:0 3000:100:50:0 5000:200:50:0 6000:400:100:0 6500:400:100:1":
-#                     about 2.7 epochs of See's 39k-article subset at batch 16, the coverage phase
-#                     500 updates); or an explicit list "END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE ..."
+#                     (default "2000:50:20:0 4000:100:50:0 5500:200:50:0 6000:400:100:0 6400:400:100:1":
+#                     the paper's growing lengths over 2.6 epochs of See's 39k-article subset at
+#                     batch 16, the coverage phase 400 updates; the 50k-word output layer makes a
+#                     step's cost grow mostly with the target length); or an explicit list
+#                     "END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE ..."
 #                     with cumulative update ends; the last phase's checkpoint is decoded
 #   SCALE=1           multiplies every phase's update count (e.g. 0.0001 for a smoke run; each phase
 #                     keeps >= 1 update)
@@ -43,7 +45,7 @@ DATA="${DATA:-data-bin/cnndm}"
 SAVE="${SAVE:-checkpoints/cnndm_${CONTEXT}}"
 SCALE="${SCALE:-1}"
 SCHEDULE="${SCHEDULE:-paper}"
-CPU_PHASES="${CPU_PHASES:-1500:50:50:0 3000:100:50:0 5000:200:50:0 6000:400:100:0 6500:400:100:1}"
+CPU_PHASES="${CPU_PHASES:-2000:50:20:0 4000:100:50:0 5500:200:50:0 6000:400:100:0 6400:400:100:1}"
 ARCH="${ARCH:-acvi_pointer_generator_cnndm}"
 LR="${LR:-0.001}"
 BATCH="${BATCH:-16}"

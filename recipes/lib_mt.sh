@@ -3,8 +3,8 @@
 #   and a function mt_paper_row "SRC-TGT" printing the published dev/test BLEU.
 # The options (env vars) are documented in the recipes.
 #
-# MT_LIB_ONLY=1 sources only the functions below (recipes/mt_pag.sh): the per-run logic that
-# recipes/mt_multi30k.sh spells out inline (pair, choices, data, subsets, run.json, train, decode).
+# MT_LIB_ONLY=1 sources only the functions below (recipes/mt_multi30k.sh, recipes/mt_pag.sh): the
+# per-run logic they share (pair, choices, data, subsets, run.json, train, decode).
 # They read the recipe's variables: PYTHON USER_DIR DATA_BIN SRC TGT RUN CKPT BEAM GEN_BATCH GEN_ARGS
 # MAX_TOKENS LR CLIP_NORM MAX_EPOCH PATIENCE SEED DEVICE.
 mt_split_pair() {  # mt_split_pair PAIR: sets SRC and TGT from e.g. en_de (exit 2 if malformed)

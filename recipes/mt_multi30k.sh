@@ -56,30 +56,14 @@ DEVICE="${DEVICE:-cpu}"
 PYTHON="${PYTHON:-python}"
 USER_DIR="${USER_DIR:-fairseq_acvi}"
 export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 
-SRC="${PAIR%_*}"; TGT="${PAIR#*_}"
-if [[ "$SRC" == "$PAIR" || -z "$SRC" || -z "$TGT" ]]; then
-  echo "[recipe] error: PAIR must look like en_de, got '$PAIR'" >&2; exit 2
-fi
-case "$CONTEXT" in none|soft|acvi|structured|variational|ved|lstm) ;;
-  *) echo "[recipe] error: CONTEXT must be none|soft|acvi|structured|variational|ved|lstm, got '$CONTEXT'" >&2; exit 2 ;;
-esac
+mt_split_pair "$PAIR"
+mt_require_choice CONTEXT "$CONTEXT" none soft acvi structured variational ved lstm
 read -r -a SPLITS <<< "${EVAL_SPLITS:-valid test2016 test2017}"
-for split in "${SPLITS[@]}"; do
-  case "$split" in valid|test2016|test2017) ;;
-    *) echo "[recipe] error: EVAL_SPLITS may hold valid, test2016, test2017; got '$split'" >&2; exit 2 ;;
-  esac
-done
-if [[ ! -f "$DATA_BIN/dict.$SRC.txt" ]]; then
-  echo "[recipe] $DATA_BIN missing: building it with data_scripts/prepare_multi30k.sh"
-  SRC="$SRC" TGT="$TGT" DEST="$DATA_BIN" PYTHON="$PYTHON" bash data_scripts/prepare_multi30k.sh
-fi
-[[ -f "$DATA_BIN/splits.json" ]] || { echo "[recipe] error: $DATA_BIN/splits.json missing (rebuild the data)" >&2; exit 2; }
-subset() {  # fairseq subset name of a named split (valid, test2016, test2017)
-  "$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$DATA_BIN/splits.json" "$1"
-}
+for split in "${SPLITS[@]}"; do mt_require_choice EVAL_SPLITS "$split" valid test2016 test2017; done
+mt_ensure_data data_scripts/prepare_multi30k.sh
 
-cpu_flag=(); [[ "$DEVICE" == "cpu" ]] && cpu_flag=(--cpu)
 if [[ "$CONTEXT" == "lstm" ]]; then
   # fairseq's own attentional LSTM at the preset's size (its --arch lstm initialises U(-0.1, 0.1))
   model_args=(--arch lstm --encoder-bidirectional --encoder-layers 1 --decoder-layers 1
@@ -92,47 +76,31 @@ else
   STOCHASTIC=0; [[ "$CONTEXT" == "acvi" ]] && STOCHASTIC=1
 fi
 
+decode() {  # decode SPLIT NAME [model overrides]: writes gen_NAME.txt and bleu_NAME.json
+  mt_generate "$1" "$RUN/gen_$2.txt" "${3:-}"
+  "$PYTHON" data_scripts/score_mt.py --gen "$RUN/gen_$2.txt" --ref "$DATA_BIN/raw/$1.$TGT" \
+    --moses-detok "$TGT" --label "[$PAIR ${CONTEXT}${TAG:+-$TAG} seed $SEED $2] " --json "$RUN/bleu_$2.json"
+}
+validate() {  # validate NAME [model overrides]: validation likelihood into validate_NAME.log
+  local name="$1" overrides="${2:-}" extra=()
+  [[ -n "$overrides" ]] && extra=(--model-overrides "$overrides")
+  mt_cpu_flag
+  "$PYTHON" -m fairseq_cli.validate "$DATA_BIN" --user-dir "$USER_DIR" --task translation -s "$SRC" -t "$TGT" \
+    --path "$CKPT" --valid-subset "$(mt_subset valid)" --max-tokens "$MAX_TOKENS" --log-format json \
+    ${cpu_flag[@]+"${cpu_flag[@]}"} ${extra[@]+"${extra[@]}"} > "$RUN/validate_$name.log" 2>&1
+}
+
 for SEED in $SEEDS; do
   RUN="$RUNS/$PAIR/${CONTEXT}${TAG:+-$TAG}_seed$SEED"
+  CKPT="$RUN/checkpoint_best.pt"
   mkdir -p "$RUN"
   if [[ "$TRAIN" == "1" ]]; then
-    "$PYTHON" - "$RUN/run.json" "$PAIR" "$CONTEXT" "$TAG" "$SEED" "$ARCH" "$MAX_EPOCH" "$PATIENCE" \
-        "$LR" "$MAX_TOKENS" "$DEVICE" "$*" <<'EOF'
-import datetime, json, sys
-out, pair, context, tag, seed, arch, max_epoch, patience, lr, max_tokens, device, extra = sys.argv[1:]
-json.dump({"pair": pair, "context": context, "tag": tag, "seed": int(seed),
-           "arch": "lstm" if context == "lstm" else arch, "max_epoch": int(max_epoch),
-           "patience": int(patience), "lr": float(lr), "max_tokens": int(max_tokens),
-           "device": device, "extra_train_args": extra,
-           "date": datetime.date.today().isoformat()}, open(out, "w"), indent=1)
-EOF
-    patience=(); [[ "$PATIENCE" != "0" ]] && patience=(--patience "$PATIENCE")
-    # `tee -a`: a resumed run (same command; fairseq restarts from checkpoint_last.pt) keeps its log
-    "$PYTHON" -m fairseq_cli.train "$DATA_BIN" --user-dir "$USER_DIR" --task translation -s "$SRC" -t "$TGT" \
-      "${model_args[@]}" --optimizer adam --lr "$LR" --clip-norm "$CLIP_NORM" \
-      --max-tokens "$MAX_TOKENS" --max-epoch "$MAX_EPOCH" "${patience[@]}" --seed "$SEED" \
-      --save-dir "$RUN" --no-epoch-checkpoints \
-      --log-format json --log-interval 50 --num-workers 0 "${cpu_flag[@]}" "$@" 2>&1 | tee -a "$RUN/train.log"
+    mt_write_json "$RUN/run.json" pair="$PAIR" context="$CONTEXT" tag="$TAG" seed:="$SEED" \
+      arch="$([[ "$CONTEXT" == "lstm" ]] && echo lstm || echo "$ARCH")" max_epoch:="$MAX_EPOCH" \
+      patience:="$PATIENCE" lr:="$LR" max_tokens:="$MAX_TOKENS" device="$DEVICE" extra_train_args="$*"
+    mt_train "${model_args[@]}" -- "$@"
   fi
-  CKPT="$RUN/checkpoint_best.pt"
   [[ -f "$CKPT" ]] || { echo "[recipe] error: no checkpoint $CKPT" >&2; exit 1; }
-
-  decode() {  # decode SPLIT NAME [model overrides]: writes gen_NAME.txt and bleu_NAME.json
-    local split="$1" name="$2" overrides="${3:-}"
-    local extra=(); [[ -n "$overrides" ]] && extra=(--model-overrides "$overrides")
-    "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$USER_DIR" --task translation -s "$SRC" -t "$TGT" \
-      --path "$CKPT" --gen-subset "$(subset "$split")" --beam "$BEAM" --nbest 1 --batch-size "$GEN_BATCH" \
-      --scoring sacrebleu "${cpu_flag[@]}" "${extra[@]}" $GEN_ARGS > "$RUN/gen_$name.txt"
-    "$PYTHON" data_scripts/score_mt.py --gen "$RUN/gen_$name.txt" --ref "$DATA_BIN/raw/$split.$TGT" \
-      --moses-detok "$TGT" --label "[$PAIR ${CONTEXT}${TAG:+-$TAG} seed $SEED $name] " --json "$RUN/bleu_$name.json"
-  }
-  validate() {  # validate NAME [model overrides]: validation likelihood into validate_NAME.log
-    local name="$1" overrides="${2:-}"
-    local extra=(); [[ -n "$overrides" ]] && extra=(--model-overrides "$overrides")
-    "$PYTHON" -m fairseq_cli.validate "$DATA_BIN" --user-dir "$USER_DIR" --task translation -s "$SRC" -t "$TGT" \
-      --path "$CKPT" --valid-subset "$(subset valid)" --max-tokens "$MAX_TOKENS" --log-format json \
-      "${cpu_flag[@]}" "${extra[@]}" > "$RUN/validate_$name.log" 2>&1
-  }
 
   if [[ "${DEFAULT_DECODE:-1}" == "1" ]]; then
     for split in "${SPLITS[@]}"; do decode "$split" "$split"; done
@@ -147,8 +115,7 @@ EOF
     elif [[ " ${SPLITS[*]} " != *" valid "* || "${DEFAULT_DECODE:-1}" != "1" ]]; then
       decode valid valid
     fi
-    "$PYTHON" -c "import json,sys; json.dump({'base': sys.argv[2], 'mc_samples': 0 if sys.argv[3] == '1' else None}, open(sys.argv[1], 'w'))" \
-      "$RUN/ablate.json" "$base" "$STOCHASTIC"
+    mt_write_json "$RUN/ablate.json" base="$base" mc_samples:="$([[ "$STOCHASTIC" == "1" ]] && echo 0 || echo null)"
     validate valid "{${k_over%, }}"
     for ab in zero shuffle; do
       decode valid "valid_ablate-$ab" "{${k_over}'context_ablation': '$ab'}"

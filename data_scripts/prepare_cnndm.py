@@ -301,14 +301,12 @@ def main(argv=None) -> int:
         dict_out = os.path.join(args.out_dir, "dict.txt")
         if args.dict and args.see_vocab:
             raise ValueError("--dict and --see-vocab exclude each other")
+        counts = None   # set when this run builds the dictionary (written below)
         if args.see_vocab:
             words, counts, see_skipped = read_see_vocab(args.see_vocab, args.vocab_size)
             if see_skipped:
                 print(f"{args.see_vocab}: {len(see_skipped)} words holding a no-break space left out "
                       f"(never a token after whitespace splitting): {see_skipped}")
-            with open(dict_out, "w", encoding="utf-8") as f:
-                for line in dictionary_lines(words, counts, args.max_source_positions):
-                    f.write(line + "\n")
         elif args.dict:
             words, n_markers = read_vocab(args.dict)
             if n_markers < args.max_source_positions:
@@ -325,11 +323,12 @@ def main(argv=None) -> int:
                 for s in sents:
                     counts.update(s)
             words = build_vocab(counts, args.vocab_size)
+        else:
+            raise ValueError("no train split to build the vocabulary from: pass --dict")
+        if counts is not None:
             with open(dict_out, "w", encoding="utf-8") as f:
                 for line in dictionary_lines(words, counts, args.max_source_positions):
                     f.write(line + "\n")
-        else:
-            raise ValueError("no train split to build the vocabulary from: pass --dict")
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -39,6 +39,8 @@ import statistics
 import sys
 from typing import Dict, List, Optional
 
+from fairseq_acvi.models.lstm_seq2seq import DEFAULT_MC_SAMPLES
+
 SPLITS = ("valid", "test2016", "test2017")
 #: the variant every other one is compared with, seed by seed, in the report
 PAIRED_BASE = "soft"
@@ -192,7 +194,6 @@ def source_use(run: dict) -> Dict[str, dict]:
 
 
 STOCHASTIC_CONTEXTS = ("acvi",)   # decoded by averaging K context samples (recipes/mt_multi30k.sh)
-DEFAULT_MC_SAMPLES = 10            # the seq2seq presets' --mc-samples (models/lstm_seq2seq.py)
 
 
 def default_mc_samples(run: dict) -> Optional[int]:

@@ -119,13 +119,17 @@ def check_dictionary_sizes(model, state_dict):
                     "trained with (fairseq-preprocess --srcdict/--tgtdict)")
 
 
+#: K, the context samples averaged at evaluation and decoding unless --mc-samples says otherwise
+DEFAULT_MC_SAMPLES = 10
+
+
 def seq2seq_defaults(args, **defaults):
     """Fill unset options: explicit ``defaults`` first, then the package-wide defaults."""
     base = dict(
         dropout=0.2, encoder_embed_dim=256, encoder_hidden_size=256, encoder_layers=2,
         decoder_embed_dim=256, decoder_hidden_size=256, decoder_layers=2,
         attention_type="multiplicative", attention_dim=256, context_inference="soft",
-        mc_samples=10, share_decoder_input_output_embed=False, init_scale=DEFAULT_INIT_SCALE,
+        mc_samples=DEFAULT_MC_SAMPLES, share_decoder_input_output_embed=False, init_scale=DEFAULT_INIT_SCALE,
         context_ablation="none", acvi_free_bits=0.0,
         max_source_positions=1024, max_target_positions=1024,
         acvi_mean="identity", acvi_logvar_layers=1, acvi_sampler="gaussian",

@@ -97,12 +97,14 @@ class PointerGeneratorDecoder(ContextLSTMDecoder):
         return cache
 
     def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,
-                         cache: Dict[str, Tensor]) -> Tensor:
-        """s (B, T, H), ctx (B, T, S, d_c), out.attn (B, T, N), x (B, T, E) -> (B, T, S, V) fp32."""
+                         cache: Dict[str, Tensor], target=None) -> Tensor:
+        """s (B, T, H), ctx (B, T, S, d_c), out.attn (B, T, N), x (B, T, E) -> (B, T, S, V) fp32;
+        with ``target`` (B, T) long, log P(y_t) of the gold tokens only, (B, T, S)."""
         S = ctx.size(2)
         s_ = s.unsqueeze(2).expand(-1, -1, S, -1)
         hid = torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
-        return self._mix(hid, ctx, s.unsqueeze(2), x.unsqueeze(2), out.attn.unsqueeze(2), cache)
+        return self._mix(hid, ctx, s.unsqueeze(2), x.unsqueeze(2), out.attn.unsqueeze(2), cache,
+                         target=None if target is None else target.unsqueeze(2))
 
     def _predict(self, s, feeds, out: StepOutput, x, cache):
         if out.samples is None:  # the mean context only: the recurrent path's hidden is reused
@@ -116,21 +118,15 @@ class PointerGeneratorDecoder(ContextLSTMDecoder):
     def _predict_target(self, s, feeds, out: StepOutput, x, cache, target):
         """log P(y_t) of the gold tokens only (B, T) float32: :meth:`_predict` gathered at
         ``target`` (B, T), computed by :func:`copy_mixture_target_log_probs` (no (B, T, V) mixture)."""
-        attn, x_, s_ = out.attn.unsqueeze(2), x.unsqueeze(2), s.unsqueeze(2)
-        if out.samples is None:
-            return self._mix(feeds.unsqueeze(2), out.mean.unsqueeze(2), s_, x_, attn, cache,
-                             target=target.unsqueeze(2)).squeeze(2)
+        if out.samples is None:   # the mean context: the recurrent path's hidden, as _predict
+            return self._mix(feeds.unsqueeze(2), out.mean.unsqueeze(2), s.unsqueeze(2), x.unsqueeze(2),
+                             out.attn.unsqueeze(2), cache, target=target.unsqueeze(2)).squeeze(2)
         B, T, S = out.samples.shape[:3]
-        if B * T * S * self.n_real <= _MC_CHUNK_ELEMENTS:
-            samples = [out.samples]
-        else:   # large validation batches with many samples: the logits sample by sample
-            samples = [out.samples[:, :, i:i + 1] for i in range(S)]
-        lp = []
-        for ctx in samples:
-            hid = torch.tanh(self.W_c(torch.cat([s_.expand(-1, -1, ctx.size(2), -1),
-                                                 ctx.to(s.dtype)], dim=-1)))
-            lp.append(self._mix(hid, ctx, s_, x_, attn, cache, target=target.unsqueeze(2)))
-        return combine_samples(torch.cat(lp, dim=2).unsqueeze(-1), out.log_weights, out.combine).squeeze(-1)
+        # large validation batches with many samples: the (B, T, ·, n_real) logits sample by sample
+        step = S if B * T * S * self.n_real <= _MC_CHUNK_ELEMENTS else 1
+        lp = torch.cat([self.output_log_probs(s, out.samples[:, :, i:i + step], out, x, cache, target)
+                        for i in range(0, S, step)], dim=2)                   # (B, T, S)
+        return combine_samples(lp.unsqueeze(-1), out.log_weights, out.combine).squeeze(-1)
 
     def _mix(self, hid, ctx, s, x, attn, cache, target=None):
         """hid (B, T, S, out_dim), ctx (B, T, S, d_c), s (B, T, 1, H), x (B, T, 1, E),

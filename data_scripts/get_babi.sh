@@ -1,52 +1,113 @@
 #!/usr/bin/env bash
-# Get the bAbI QA tasks v1.2 (docs/method.md §4.3) and print the folder to pass to --task babi_qa.
+# Get one folder of the bAbI QA tasks v1.2 (docs/method.md §4.3) and print its path, the folder to
+# pass to --task babi_qa (or BABI_DATA of recipes/babi.sh).
 #
 # Usage (from the repo root):
-#   bash data_scripts/get_babi.sh                      # download the official release (online)
-#   BABI_SRC=PATH bash data_scripts/get_babi.sh        # use a local copy instead: a folder that
-#                                                      # holds tasks_1-20_v1-2/ (or is it), or the
-#                                                      # release tarball tasks_1-20_v1-2.tar.gz
-# Env vars (defaults): BABI_DIR (data/babi) where a download/extraction goes, BABI_SRC (unset),
-# BABI_URL (the official tarball), VARIANT (en) the sub-folder printed at the end
-# (en, en-10k, hn, hn-10k, shuffled, shuffled-10k).
-# Last line of output: the absolute path of the variant folder (e.g. for BABI_DATA=...).
+#   bash data_scripts/get_babi.sh                      # en: a local copy if one is found, else download
+#   VARIANT=hn bash data_scripts/get_babi.sh           # any of the six task folders of the release:
+#                                                      # en, en-10k, hn, hn-10k, shuffled, shuffled-10k
+#   BABI_SRC=PATH bash data_scripts/get_babi.sh        # use this local copy: a folder that holds
+#                                                      # tasks_1-20_v1-2/ (or is it, or is the variant
+#                                                      # folder), or the release tarball tasks_1-20_v1-2.tar.gz
+# Where it looks, in order: BABI_SRC (if set: only there), BABI_DIR (data/babi: an earlier download
+# or extraction, or its tarball), SHARED_BABI (../shared/data/babi, a shared read-only copy: it holds
+# en and en-10k, without en-10k's qa3 training file), then it downloads BABI_URL (the official
+# tarball, ~15 MB, all folders) into BABI_DIR.
+# The en-valid / en-valid-10k folders re-split en's training files (qa{N}_train / qa{N}_valid) and are
+# not task folders: babi_qa holds out its own seeded 10 % (--valid-fraction) of each training file.
+# Last line of output: the absolute path of the variant folder (e.g. for BABI_DATA=...). A folder
+# with fewer than 20 training files is used with a warning that names the missing tasks.
 set -euo pipefail
 
 BABI_DIR="${BABI_DIR:-data/babi}"
 BABI_SRC="${BABI_SRC:-}"
+SHARED_BABI="${SHARED_BABI:-../shared/data/babi}"
 BABI_URL="${BABI_URL:-http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz}"
 VARIANT="${VARIANT:-en}"
+RELEASE=tasks_1-20_v1-2
 
-check() {  # $1 = tasks_1-20_v1-2 folder
-    local n
-    n=$(ls "$1/$VARIANT"/qa*_*_train.txt 2>/dev/null | wc -l)
+case "$VARIANT" in
+    en|en-10k|hn|hn-10k|shuffled|shuffled-10k) ;;
+    en-valid|en-valid-10k)
+        echo "error: VARIANT=$VARIANT re-splits en's training files into qa{N}_train/qa{N}_valid and is" \
+             "not a task folder; use VARIANT=${VARIANT/-valid/} (babi_qa holds out its own 10 %)" >&2
+        exit 1 ;;
+    *)
+        echo "error: VARIANT=$VARIANT is not a folder of the bAbI v1.2 release" \
+             "(en, en-10k, hn, hn-10k, shuffled, shuffled-10k)" >&2
+        exit 1 ;;
+esac
+
+check() {  # $1 = the variant folder: report it and print its absolute path
+    local n missing="" t
+    n=$(ls "$1"/qa*_*_train.txt 2>/dev/null | wc -l || true)
     if [[ "$n" -lt 1 ]]; then
-        echo "error: no qa*_*_train.txt files in $1/$VARIANT" >&2
+        echo "error: no qa*_*_train.txt files in $1" >&2
         exit 1
     fi
-    echo "bAbI $VARIANT: $n training files in $1/$VARIANT" >&2
-    (cd "$1/$VARIANT" && pwd)
+    for t in $(seq 1 20); do
+        ls "$1"/qa"$t"_*_train.txt >/dev/null 2>&1 || missing="$missing $t"
+    done
+    echo "bAbI $VARIANT: $n training files in $1" >&2
+    if [[ -n "$missing" ]]; then
+        echo "warning: no training file for task(s)$missing in $1 (pass --babi-tasks / TASKS without them)" >&2
+    fi
+    (cd "$1" && pwd)
+}
+
+variants_in() {  # $1 = a tasks_1-20_v1-2 folder: the variant folders it holds, space-separated
+    local d out=""
+    for d in "$1"/*/; do
+        [[ -d "$d" ]] && out="$out $(basename "$d")"
+    done
+    echo "${out:- none}"
+}
+
+use_release() {  # $1 = a tasks_1-20_v1-2 folder; $2 = where it came from (for the error)
+    if [[ -d "$1/$VARIANT" ]]; then
+        check "$1/$VARIANT"; exit 0
+    fi
+    echo "error: $2 has no $VARIANT folder (it holds:$(variants_in "$1")); unset BABI_SRC to" \
+         "download the official release, or point BABI_SRC at a copy with $VARIANT" >&2
+    exit 1
+}
+
+extract() {  # $1 = tarball -> BABI_DIR/tasks_1-20_v1-2 (the release's own top folder)
+    mkdir -p "$BABI_DIR"
+    tar -xzf "$1" -C "$BABI_DIR"
+    if [[ ! -d "$BABI_DIR/$RELEASE" ]]; then
+        echo "error: $1 did not unpack to $RELEASE/" >&2
+        exit 1
+    fi
 }
 
 if [[ -n "$BABI_SRC" ]]; then
-    if [[ -d "$BABI_SRC/tasks_1-20_v1-2" ]]; then
-        check "$BABI_SRC/tasks_1-20_v1-2"; exit 0
-    elif [[ -d "$BABI_SRC/$VARIANT" ]]; then
+    if [[ -d "$BABI_SRC/$RELEASE" ]]; then
+        use_release "$BABI_SRC/$RELEASE" "BABI_SRC=$BABI_SRC"
+    elif [[ -d "$BABI_SRC" && "$(basename "$BABI_SRC")" == "$VARIANT" ]]; then
         check "$BABI_SRC"; exit 0
+    elif [[ -d "$BABI_SRC" ]] && ls "$BABI_SRC"/*/qa*_*_train.txt >/dev/null 2>&1; then
+        use_release "$BABI_SRC" "BABI_SRC=$BABI_SRC"
     elif [[ -f "$BABI_SRC" ]]; then
-        mkdir -p "$BABI_DIR"
-        tar -xzf "$BABI_SRC" -C "$BABI_DIR"
-        check "$BABI_DIR/tasks_1-20_v1-2"; exit 0
+        extract "$BABI_SRC"
+        use_release "$BABI_DIR/$RELEASE" "the tarball $BABI_SRC"
     fi
     echo "error: BABI_SRC=$BABI_SRC is neither a bAbI folder nor a tarball" >&2
     exit 1
 fi
 
-if [[ -d "$BABI_DIR/tasks_1-20_v1-2/$VARIANT" ]]; then
-    check "$BABI_DIR/tasks_1-20_v1-2"; exit 0
+if [[ -d "$BABI_DIR/$RELEASE/$VARIANT" ]]; then
+    check "$BABI_DIR/$RELEASE/$VARIANT"; exit 0
+fi
+tarball="$BABI_DIR/$RELEASE.tar.gz"
+if [[ -f "$tarball" ]]; then
+    extract "$tarball"
+    use_release "$BABI_DIR/$RELEASE" "the tarball $tarball"
+fi
+if [[ -d "$SHARED_BABI/$RELEASE/$VARIANT" ]]; then
+    check "$SHARED_BABI/$RELEASE/$VARIANT"; exit 0
 fi
 mkdir -p "$BABI_DIR"
-tarball="$BABI_DIR/tasks_1-20_v1-2.tar.gz"
 echo "downloading $BABI_URL" >&2
 if command -v curl >/dev/null; then
     curl -fL --retry 3 -o "$tarball.part" "$BABI_URL"
@@ -54,5 +115,5 @@ else
     wget -O "$tarball.part" "$BABI_URL"
 fi
 mv "$tarball.part" "$tarball"
-tar -xzf "$tarball" -C "$BABI_DIR"
-check "$BABI_DIR/tasks_1-20_v1-2"
+extract "$tarball"
+use_release "$BABI_DIR/$RELEASE" "the downloaded $BABI_URL"

@@ -3,8 +3,11 @@
 # and write the report (markdown table next to the published one, bar chart, fitted ν,
 # per-hop attention). Run from the repo root.
 #
-# Env vars (defaults): BABI_DATA (from data_scripts/get_babi.sh) the variant folder, OUT_DIR
-# (runs/babi), TASKS (all), MODELS (memn2n,t_memn2n), SETUPS (single,joint), SEEDS (10; best of N
+# Env vars (defaults): VARIANT (en; hn, shuffled, en-10k, hn-10k, shuffled-10k: the release folder
+# data_scripts/get_babi.sh gets, and the name the report shows), BABI_DATA (from get_babi.sh) the
+# variant folder (with BABI_DATA and no VARIANT the report names the folder), OUT_DIR (runs/babi for
+# en, runs/babi_<variant> for the release's other folders; a results folder holds one variant),
+# TASKS (all), MODELS (memn2n,t_memn2n), SETUPS (single,joint), SEEDS (10; best of N
 # by validation accuracy, as Sukhbaatar et al.), T_SEEDS (10: runs for t_memn2n), EPOCHS (100),
 # JOINT_SEEDS (3: best of 3 by validation), JOINT_EPOCHS (60), OPTIMIZER (adam), LR (0.01), EMBED_DIM (50: δ of the
 # single-task models; joint training uses babi_report's --joint-embed-dim, 50), T_EMBED_DIM (empty:
@@ -46,10 +49,18 @@
 #     --path ck/checkpoint_best.pt --valid-subset test --model-overrides "{'mc_samples': '10'}" --cpu
 set -euo pipefail
 
+VARIANT="${VARIANT:-}"
 if [[ -z "${BABI_DATA:-}" ]]; then
-    BABI_DATA="$(bash data_scripts/get_babi.sh | tail -n 1)"
+    BABI_DATA="$(VARIANT="${VARIANT:-en}" bash data_scripts/get_babi.sh | tail -n 1)"
+    VARIANT="${VARIANT:-en}"
 fi
-OUT_DIR="${OUT_DIR:-runs/babi}"
+if [[ -z "${OUT_DIR:-}" ]]; then
+    name="${VARIANT:-$(basename "$BABI_DATA")}"   # a release folder given as BABI_DATA names itself
+    case "$name" in
+        en-10k|hn|hn-10k|shuffled|shuffled-10k) OUT_DIR="runs/babi_$name" ;;
+        *) OUT_DIR=runs/babi ;;
+    esac
+fi
 TASKS="${TASKS:-all}"
 MODELS="${MODELS:-memn2n,t_memn2n}"
 SETUPS="${SETUPS:-single,joint}"
@@ -75,7 +86,7 @@ EXTRA="${EXTRA:-}"
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # shellcheck disable=SC2086
-python -m fairseq_acvi.cli.babi_report --data "$BABI_DATA" --out-dir "$OUT_DIR" \
+python -m fairseq_acvi.cli.babi_report --data "$BABI_DATA" ${VARIANT:+--variant "$VARIANT"} --out-dir "$OUT_DIR" \
     --tasks "$TASKS" --models "$MODELS" --setups "$SETUPS" --seeds "$SEEDS" --t-seeds "$T_SEEDS" \
     --joint-seeds "$JOINT_SEEDS" \
     --embed-dim "$EMBED_DIM" ${T_EMBED_DIM:+--t-embed-dim "$T_EMBED_DIM"} \

@@ -51,8 +51,11 @@ def test_parse_good_file(tmp_path):
     ("1 Mary moved.\n2 Where is Mary?\tbathroom\t5\n", 2, "points forward"),    # nonexistent
     ("1 Mary moved.\n2 John left.\n3 Where is Mary?\tbathroom\t0\n", 3, "not a line of this story"),
     ("1 Mary moved.\n2 Where?\tb\t1\n3 Where is Mary?\tbathroom\t2\n", 3, "is a question"),
-    ("1 Mary moved.\n2 Where is Mary?\t\t1\n", 2, "answer must be one"),
-    ("1 Mary moved.\n2 Where is Mary?\tthe room\t1\n", 2, "answer must be one"),
+    ("1 Mary moved.\n2 Where is Mary?\t\t1\n", 2, "answer is empty"),
+    ("1 Mary moved.\n2 Where is Mary?\t  \t1\n", 2, "answer is empty"),
+    ("1 Mary moved.\n2 Where is Mary?\tn,,w\t1\n", 2, "empty item in its comma-separated list"),
+    ("1 Mary moved.\n2 Where is Mary?\tthe\u2581room\t1\n", 2, "reserved"),
+    ("1 Mary\u2581moved.\n", 1, "reserved"),
     ("1 Mary moved.\n2 Where is Mary?\tbathroom\tone\n", 2, "not a number"),
     ("1 Mary moved.\n\n2 John went.\n", 2, "empty line"),
 ])

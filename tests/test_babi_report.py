@@ -286,3 +286,79 @@ def test_sigma_init_reaches_the_t_memn2n_posterior(shared_data):
             ["--data", str(folder), "--embed-dim", "6", "--sigma-init", str(value)])
         model, _ = babi_report.make_model(task, "t_memn2n", args)
         assert model.posterior.sigma.median().item() == pytest.approx(value, rel=1e-3)
+
+
+def test_report_on_a_hindi_multi_word_answer_folder_names_the_variant(tmp_path):
+    """Issue 19: a report on the `hn` folder (generated here: Devanagari, answers of one to three
+    words) names the variant, heads the published columns as en-1k's, records the variant with
+    every run, shows answers as written (no join character), and refuses to mix variants."""
+    import shutil
+
+    from babi_formats import where_is, write_task
+    folder = tmp_path / "hn"
+    write_task(folder, 1, where_is(120, seed=1), where_is(20, seed=2), newline_crlf=True)
+    out = tmp_path / "rep"
+    argv = ["--out-dir", str(out), "--tasks", "1", "--setups", "single", "--seeds", "1",
+            "--epochs", "2", "--batches-per-epoch", "2", "--embed-dim", "8", "--attention", "1:0"]
+    babi_report.main(["--data", str(folder)] + argv)
+    results = json.loads((out / "results_single.json").read_text())
+    assert {i["variant"] for i in results.values()} == {"hn"}
+    assert {r["variant"] for i in results.values() for r in i["runs"]} == {"hn"}
+    md = (out / "babi_report.md").read_text()
+    assert md.startswith("# bAbI report: hn ")
+    assert "Data: `hn`;" in md and "| MemN2N (pub. en-1k) | MemN2N (ours) |" in md
+    assert "The published columns are bAbI en-1k's" in md
+    first = where_is(1, seed=2).splitlines()[2].split("\t")[1]       # test question 0's answer
+    assert f"answer **{first}**" in md and "\u2581" not in md
+    assert len(re.findall(r"^\| (MemN2N|t-MEM-NN S=1|t-MEM-NN S=10) \|", md, re.M)) == 3
+    # --variant naming another release folder than --data's is refused
+    with pytest.raises(SystemExit, match="--variant en but --data is the release's 'hn' folder"):
+        babi_report.main(["--data", str(folder), "--variant", "en"] + argv)
+    # the same out-dir with another variant's data is refused, not resumed or mixed
+    other = tmp_path / "copy"
+    shutil.copytree(folder, other)
+    with pytest.raises(ValueError, match="holds results for variant hn, not shuffled"):
+        babi_report.main(["--data", str(other), "--variant", "shuffled"] + argv)
+    assert json.loads((out / "results_single.json").read_text()) == results
+    # a label for a folder that is not a release folder is free; en's report keeps "(pub.)"
+    assert babi_report.data_variant(str(other), "hn") == "hn"
+    assert babi_report.data_variant(str(tmp_path / "en") + "/") == "en"
+    assert "| MemN2N (pub.) |" in "\n".join(babi_report.table("single", results, {}))
+
+
+def test_merge_refuses_runs_of_two_variants():
+    def info(seed, variant):
+        r = {"seed": seed, "valid": 90.0, "valid_nll": 0.1, "variant": variant}
+        return {**r, "runs": [dict(r)]}
+    with pytest.raises(ValueError, match="variant hn and on shuffled"):
+        babi_report.merge_results([{"m|1": info(1, "hn")}, {"m|1": info(2, "shuffled")}])
+    assert babi_report.merge_results([{"m|1": info(1, "hn")}, {"m|1": info(2, "hn")}])["m|1"]["seed"] == 1
+    # runs recorded before variants were (none) merge with any, and the result keeps the name
+    old = info(1, None)
+    del old["variant"], old["runs"][0]["variant"]
+    assert babi_report.merge_results([{"m|1": old}, {"m|1": info(2, "en")}])["m|1"]["variant"] == "en"
+
+
+def test_recipe_takes_the_variant(tmp_path):
+    """VARIANT=hn with no BABI_DATA: recipes/babi.sh gets the hn folder through get_babi.sh
+    (here from a local copy of the release's layout) and the report names it."""
+    import os
+    import subprocess
+    import sys
+
+    from babi_formats import where_is, write_task
+    from conftest import REPO
+    src = tmp_path / "src" / "tasks_1-20_v1-2"
+    write_task(src / "en", 1, where_is(40, lang="en"), where_is(10, lang="en"))
+    write_task(src / "hn", 1, where_is(40, lang="roman"), where_is(10, seed=1, lang="roman"))
+    out = tmp_path / "recipe"
+    env = dict(os.environ, VARIANT="hn", BABI_SRC=str(tmp_path / "src"), OUT_DIR=str(out),
+               TASKS="1", SETUPS="single", MODELS="memn2n", SEEDS="1", EPOCHS="1",
+               EXTRA="--batches-per-epoch 2 --attention=", OMP_NUM_THREADS="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("BABI_DATA", None)
+    res = subprocess.run(["bash", "recipes/babi.sh"], cwd=str(REPO), env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads((out / "results_single.json").read_text())["memn2n|1"]["variant"] == "hn"
+    assert (out / "babi_report.md").read_text().startswith("# bAbI report: hn ")

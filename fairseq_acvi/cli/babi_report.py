@@ -3,7 +3,13 @@
 Usage (from the repository root)::
 
     python -m fairseq_acvi.cli.babi_report --data PATH/TO/tasks_1-20_v1-2/en --out-dir OUT \\
-        [--tasks all] [--models memn2n,t_memn2n] [--setups single,joint] [--seeds 1]
+        [--variant en] [--tasks all] [--models memn2n,t_memn2n] [--setups single,joint] [--seeds 1]
+
+Any folder of the bAbI v1.2 release trains (``en``, ``hn``, ``shuffled`` and their ``-10k``
+versions; multi-word answers are one class each, fairseq_acvi/data/babi.py). ``--variant`` names the
+data in the report (default: the ``--data`` folder's name) and is recorded with every run; a results
+file of one variant is not resumed or merged with another's. The published columns are en-1k's (the
+only ones docs/method.md §5 lists): for any other variant they are headed "pub. en-1k".
 
 For every setup (``single``: one model per task, 100 epochs, lr halved every 25; ``joint``: one
 model on all selected tasks, 60 epochs, lr halved every 15, δ = ``--joint-embed-dim`` (50), β =
@@ -68,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=os.environ.get("BABI_DATA", ""),
                    help="bAbI variant folder (en, en-10k, …); default $BABI_DATA")
+    p.add_argument("--variant", default=None,
+                   help="the data's name in the report and the results (en, en-10k, hn, hn-10k, "
+                        "shuffled, shuffled-10k, or any label); default: the --data folder's name")
     p.add_argument("--out-dir", default="babi_report")
     p.add_argument("--tasks", default="all", help="'all', '1,2,3' or '1-20'")
     p.add_argument("--models", default="memn2n,t_memn2n")
@@ -138,6 +147,31 @@ def make_task(data: str, tasks: str):
     for split in ("train", "valid", "test"):
         task.load_dataset(split)
     return task
+
+
+def data_variant(data: str, variant: Optional[str] = None) -> str:
+    """The variant a report names: ``variant`` if given, else the data folder's name.
+
+    A ``variant`` that is one release folder's name while ``data`` is another's (``--variant hn``
+    with ``--data .../en``) is an error: the report would mislabel its numbers.
+    """
+    from fairseq_acvi.data.babi import RELEASE_VARIANTS
+    folder = os.path.basename(os.path.normpath(data))
+    if not variant:
+        return folder
+    if variant != folder and variant in RELEASE_VARIANTS and folder in RELEASE_VARIANTS:
+        raise ValueError(f"--variant {variant} but --data is the release's {folder!r} folder "
+                         f"({data}); pass the {variant} folder or drop --variant")
+    return variant
+
+
+def check_variant(results: dict, variant: str, where: str) -> None:
+    """Refuse results recorded for another variant (runs from before variants were recorded
+    carry none and pass)."""
+    other = sorted({i["variant"] for i in results.values() if i.get("variant")} - {variant})
+    if other:
+        raise ValueError(f"{where} holds results for variant {', '.join(other)}, not {variant}: "
+                         f"use another --out-dir")
 
 
 def t_embed_dim(args) -> int:
@@ -287,6 +321,9 @@ def evaluate(model, arch: str, task) -> Dict[str, Dict[int, float]]:
 def run_setup(setup: str, tasks: List[int], args, results_path: str):
     args = setup_args(setup, args)
     results = load_json(results_path)
+    variant = getattr(args, "variant", None)
+    if variant:
+        check_variant(results, variant, results_path)
     groups = [[t] for t in tasks] if setup == "single" else [tasks]
     for group in groups:
         spec = ",".join(map(str, group))
@@ -309,6 +346,8 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
                                             args.joint_anneal_every, args,
                                             batch_size=args.joint_batch_size)
                 info["seed"] = seed
+                if variant:
+                    info["variant"] = variant
                 # every run's test accuracy is recorded (never used for selection): it gives
                 # the mean over seeds, and shows what the best-by-validation choice cost
                 info["test"] = {k: {str(t): a for t, a in v.items()}
@@ -343,7 +382,8 @@ def merge_results(parts: List[dict]) -> Dict[str, dict]:
     Returns key -> info of the best run by (validation accuracy, lower seed), the same choice
     :func:`run_setup` makes over all the seeds at once, with "runs" the union of the parts'
     runs and "from_part" the index of the part whose run (and checkpoint) was kept. A seed that
-    appears in two parts is an error: its runs would be counted twice.
+    appears in two parts is an error: its runs would be counted twice; so are runs recorded on
+    two different variants (runs recorded before the variant was carry none and merge with any).
     """
     merged: Dict[str, dict] = {}
     for i, part in enumerate(parts):
@@ -353,6 +393,10 @@ def merge_results(parts: List[dict]) -> Dict[str, dict]:
                 merged[key] = info
                 continue
             old = merged[key]
+            variant = old.get("variant") or info.get("variant")   # runs from before: none
+            if old.get("variant") and info.get("variant") and old["variant"] != info["variant"]:
+                raise ValueError(f"--merge: {key} has runs on variant {old['variant']} and "
+                                 f"on {info['variant']}; merge runs on the same data")
             seen = {r["seed"] for r in old["runs"]}
             dup = seen & {r["seed"] for r in info["runs"]}
             if dup:
@@ -365,6 +409,8 @@ def merge_results(parts: List[dict]) -> Dict[str, dict]:
             runs = old["runs"] + info["runs"]
             best = max((old, info), key=selection_key)
             merged[key] = dict(best, runs=sorted(runs, key=lambda r: r["seed"]))
+            if variant:
+                merged[key]["variant"] = variant
     return merged
 
 
@@ -430,12 +476,16 @@ def collect(results: dict) -> Dict[str, Dict[int, float]]:
     return cols
 
 
-def table(setup: str, results: dict, published: dict) -> List[str]:
+def table(setup: str, results: dict, published: dict, pub_label: str = "pub.") -> List[str]:
+    """Markdown table: per task, the published and our test accuracy of each column, then the
+    passed (≥ 95 %) and mean rows. ``pub_label`` heads the published columns ("pub. en-1k" when the
+    data is another variant)."""
     cols = collect(results)
     names = ["memn2n", "t_memn2n_S1", "t_memn2n_S10"]
     tasks = sorted({t for c in cols.values() for t in c})
-    lines = ["| task | MemN2N (pub.) | MemN2N (ours) | t-MEM-NN S=1 (pub.) | t-MEM-NN S=1 (ours) "
-             "| t-MEM-NN S=10 (pub.) | t-MEM-NN S=10 (ours) |",
+    p = pub_label
+    lines = [f"| task | MemN2N ({p}) | MemN2N (ours) | t-MEM-NN S=1 ({p}) | t-MEM-NN S=1 (ours) "
+             f"| t-MEM-NN S=10 ({p}) | t-MEM-NN S=10 (ours) |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for t in tasks:
         row = [f"{t}: {TASK_NAMES.get(t, '')}"]
@@ -501,7 +551,8 @@ def nu_table(results: dict) -> List[str]:
     return lines
 
 
-def chart(out_dir: str, results: dict, published: dict, setup: str) -> Optional[str]:
+def chart(out_dir: str, results: dict, published: dict, setup: str,
+          variant: str = "en") -> Optional[str]:
     try:
         import logging
         import matplotlib
@@ -521,12 +572,13 @@ def chart(out_dir: str, results: dict, published: dict, setup: str) -> Optional[
         xs = [t + (2 * i - len(names)) * w for t in tasks]
         ax.bar(xs, [cols.get(c, {}).get(t, 0) for t in tasks], w, label=f"{label} (ours)")
         ax.bar([x + w for x in xs], [published.get(t, (0, 0, 0))[i] for t in tasks], w,
-               label=f"{label} (published)", alpha=0.45)
+               label=f"{label} (published{'' if variant == 'en' else ', en-1k'})", alpha=0.45)
     ax.axhline(95, color="k", lw=0.8, ls="--")
     ax.set_xticks(tasks)
     ax.set_xlabel("bAbI task")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title(f"bAbI en-1k, {setup} training")
+    ax.set_title(f"bAbI {variant}, {setup} training"
+                 + ("" if variant == "en" else " (published: en-1k)"))
     ax.legend(fontsize=6, ncol=3, loc="lower left")
     fig.tight_layout()
     name = f"babi_accuracy_{setup}.png"
@@ -555,7 +607,9 @@ def args_from_state(args, state: Dict[str, torch.Tensor], memory_size: int):
 
 
 def attention_section(args) -> List[str]:
-    """Per-hop most-attended fact of each model for the chosen test questions."""
+    """Per-hop most-attended fact of each model for the chosen test questions (answers as
+    written: a multi-word answer shows its words, :func:`~fairseq_acvi.data.babi.answer_text`)."""
+    from fairseq_acvi.data.babi import answer_text
     lines = []
     for item in [x for x in args.attention.split(",") if x]:
         t, q = (int(v) for v in item.split(":"))
@@ -573,7 +627,7 @@ def attention_section(args) -> List[str]:
         s = te.batch(torch.tensor([q]))
         lines += [f"### Task {t}, test question {q} ({os.path.basename(ex.source)})", "",
                   "Facts: " + " / ".join(f"{i + 1}. {' '.join(w)}" for i, w in enumerate(mem)), "",
-                  f"Question: {' '.join(ex.query)}? — answer **{ex.answer}**; supporting facts: "
+                  f"Question: {' '.join(ex.query)}? — answer **{answer_text(ex.answer)}**; supporting facts: "
                   + "; ".join(' '.join(ex.story[i]) for i in ex.supports), "",
                   "| model | predicted | hop 1 | hop 2 | hop 3 |", "|---|---|---|---|---|"]
         for arch, samples in [("memn2n", None), ("t_memn2n", 1), ("t_memn2n", 10)]:
@@ -591,7 +645,7 @@ def attention_section(args) -> List[str]:
             torch.manual_seed(0)
             with torch.no_grad():
                 lp, extra = model(**s["net_input"])
-            pred = task.target_dictionary[int(lp.argmax(-1))]
+            pred = answer_text(task.target_dictionary[int(lp.argmax(-1))])
             hops = []
             for h in range(extra["attn"].size(1)):
                 a = extra["attn"][0, h]
@@ -628,8 +682,12 @@ def runs_line(results: dict) -> str:
 
 
 def render(args):
-    out = ["# bAbI report (en-1k style; docs/method.md §4-5)", "",
-           f"Data: `{os.path.basename(os.path.normpath(args.data))}`; optimizer {args.optimizer}, lr {args.lr} (halved every "
+    variant = getattr(args, "variant", None) or data_variant(args.data)
+    folder = os.path.basename(os.path.normpath(args.data))
+    pub = "pub." if variant == "en" else "pub. en-1k"
+    out = [f"# bAbI report: {variant} (docs/method.md §4-5)", "",
+           f"Data: `{variant}`" + ("" if folder == variant else f" (folder `{folder}`)")
+           + f"; optimizer {args.optimizer}, lr {args.lr} (halved every "
            f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip {args.clip_norm}, "
            f"δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
            f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
@@ -642,17 +700,23 @@ def render(args):
            f"{args.joint_seeds or 'the same'}) by validation accuracy, ties broken by the lower "
            f"validation NLL (runs that record one); each run keeps its best-validation epoch "
            f"by the same order.", ""]
-    for setup, pub, title in [("single", PUBLISHED_SINGLE, "Single-task training (D Table 2)"),
-                              ("joint", PUBLISHED_JOINT, "Joint training (D Table 10)")]:
-        res = load_json(os.path.join(args.out_dir, f"results_{setup}.json"))
+    for setup, published, title in [("single", PUBLISHED_SINGLE, "Single-task training (D Table 2)"),
+                                    ("joint", PUBLISHED_JOINT, "Joint training (D Table 10)")]:
+        path = os.path.join(args.out_dir, f"results_{setup}.json")
+        res = load_json(path)
         if not res:
             continue
-        out += [f"## {title}", "", runs_line(res), ""] + table(setup, res, pub) + [""]
+        check_variant(res, variant, path)
+        out += [f"## {title}", "", runs_line(res), ""]
+        if variant != "en":
+            out += [f"The published columns are bAbI en-1k's (docs/method.md §5 lists no {variant} "
+                    f"figures); ours are on {variant}.", ""]
+        out += table(setup, res, published, pub) + [""]
         sel = selection_table(res)
         if sel:
             out += ["Selection (every run's test accuracy is recorded, never used to select; "
                     "\"mean over all runs\" is the expected result of a single seed):", ""] + sel + [""]
-        png = chart(args.out_dir, res, pub, setup)
+        png = chart(args.out_dir, res, published, setup, variant)
         if png:
             out += [f"![accuracy]({png})", ""]
         out += ["### Runs and fitted ν", ""] + nu_table(res) + [""]
@@ -672,6 +736,10 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     import fairseq_acvi  # noqa: F401  (registers the plugin)
     from fairseq_acvi.data.babi import find_task_files, parse_task_list
+    try:
+        args.variant = data_variant(args.data, args.variant)
+    except ValueError as e:
+        sys.exit(str(e))
     os.makedirs(args.out_dir, exist_ok=True)
     tasks = parse_task_list(args.tasks, list(find_task_files(args.data)))
     if args.merge:

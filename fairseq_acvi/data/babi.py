@@ -1,22 +1,34 @@
 """bAbI v1.2 question-answering data: a strict parser and a fairseq dataset (docs/method.md §4.1, §4.3).
 
-File format (every variant: ``en``, ``en-10k``, ``hn``, ``shuffled``, …, and the game generator of
-§4.4): one line per sentence, ``ID text``; IDs start at 1 for each story and otherwise increase by 1.
-A question line is ``ID question<TAB>answer<TAB>supporting-fact-ids``. Each question is answered
-from the statements of its story that precede it (earlier questions are not memories).
+File format (every folder of the release: ``en``, ``hn``, ``shuffled``, their ``-10k`` versions and
+``en-valid*``; and the game generator of §4.4): one line per sentence, ``ID text``; IDs start at 1 for
+each story and otherwise increase by 1. A question line is
+``ID question<TAB>answer<TAB>supporting-fact-ids``. Each question is answered from the statements of
+its story that precede it (earlier questions are not memories). Files are UTF-8 (a byte-order mark
+is skipped); lines may end in LF or CRLF.
 
 Conventions used here:
 
-* Tokens: lower-cased words; ``.``, ``?`` and ``!`` are dropped; other punctuation is its own token.
-* The answer is ONE token even when it is a comma-joined list (tasks 8 and 19: ``n,w``,
-  ``apple,football``), as in the reference MemN2N implementations.
+* Tokens: lower-cased words; ``.``, ``?``, ``!`` and the Devanagari dandas ``।`` ``॥`` are dropped;
+  other punctuation (``, ; : " ( )``) is its own token.
+* The answer is the whole answer field, predicted as ONE class (a dictionary symbol), whatever its
+  shape: one word (``bathroom``), a comma-joined list (tasks 8 and 19: ``n,w``,
+  ``apple,football``; as in the reference MemN2N implementations), or several words (the Hindi
+  folders: ``rasoi ghar``). The symbol is the lower-cased field with its words joined by
+  :data:`ANSWER_JOIN` (U+2581 ``▁``; spaces around list commas dropped): ``rasoi▁ghar``. A
+  one-word answer's symbol is the word itself, exactly as before multi-word answers were read.
+  ``▁`` is reserved: no line may contain it, so a symbol never has two readings and holds no
+  whitespace (fairseq's ``dict.txt`` lines are ``symbol count``). :func:`answer_text` turns a
+  symbol back into the answer as written (``rasoi ghar``), for reports.
 * ``supports`` are indices into ``story`` (the example's statements, chronological order).
 
-Nothing is skipped: a bad ID, a missing tab field, or a supporting fact that points forward, to a
-question or to a line that does not exist raises ``ValueError("<file>:<line>: …")``.
+Nothing is skipped: a bad ID, a missing tab field, an empty answer, a byte sequence that is not
+UTF-8, or a supporting fact that points forward, to a question or to a line that does not exist
+raises ``ValueError("<file>:<line>: …")``.
 """
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from dataclasses import dataclass
@@ -28,14 +40,46 @@ import torch
 from fairseq.data import FairseqDataset
 from torch import Tensor
 
-_TOKEN_RE = re.compile(r"[^\s.,?!;:\"()]+|[,;:\"()]")
+_TOKEN_RE = re.compile(r"[^\s.,?!;:\"()\u0964\u0965]+|[,;:\"()]")
 _DROP = {".", "?", "!"}
+_LINE_RE = re.compile(r"^(\d+) +(.*)$")
+#: Joins the words of a multi-word answer into one class symbol (U+2581, LOWER ONE EIGHTH BLOCK,
+#: the character SentencePiece uses for a space): not whitespace, so the symbol survives fairseq's
+#: ``symbol count`` dictionary lines; reserved, so no bAbI line may contain it.
+ANSWER_JOIN = "\u2581"
 _FILE_RE = re.compile(r"^qa(\d+)_.*_(train|test)\.txt$")
+#: The task folders of the official release (tasks_1-20_v1-2/); ``en-valid`` and ``en-valid-10k``
+#: re-split the English training files into qa{N}_train / qa{N}_valid and are not read as tasks.
+RELEASE_VARIANTS = ("en", "en-10k", "hn", "hn-10k", "shuffled", "shuffled-10k")
 
 
 def tokenize(text: str) -> List[str]:
-    """Lower-case word tokens of a sentence or question (punctuation ``. ? !`` dropped)."""
+    """Lower-case word tokens of a sentence or question (``. ? !`` and ``।`` ``॥`` dropped)."""
     return [t for t in _TOKEN_RE.findall(text.lower()) if t not in _DROP]
+
+
+def answer_symbol(field: str) -> str:
+    """The class symbol of an answer field: lower-cased, its words joined by :data:`ANSWER_JOIN`.
+
+    ``"bathroom"`` -> ``"bathroom"``; ``"n,w"`` -> ``"n,w"``; ``"Rasoi ghar"`` -> ``"rasoi▁ghar"``;
+    ``"apple, football"`` -> ``"apple,football"``. Raises ValueError (no file:line; the parser
+    adds it) for an empty field, an empty item of a comma-separated list, or a field that
+    contains :data:`ANSWER_JOIN`.
+    """
+    if ANSWER_JOIN in field:
+        raise ValueError(f"answer {field!r} contains {ANSWER_JOIN!r} (U+2581), which is reserved "
+                         f"for joining the words of a multi-word answer")
+    text = re.sub(r"\s*,\s*", ",", field.strip().lower())
+    if not text:
+        raise ValueError("answer is empty")
+    if "," in text and not all(text.split(",")):
+        raise ValueError(f"answer {field.strip()!r} has an empty item in its comma-separated list")
+    return ANSWER_JOIN.join(text.split())
+
+
+def answer_text(symbol: str) -> str:
+    """The answer as written, from its class symbol (``"rasoi▁ghar"`` -> ``"rasoi ghar"``)."""
+    return symbol.replace(ANSWER_JOIN, " ")
 
 
 @dataclass
@@ -43,7 +87,8 @@ class BabiExample:
     """One question with the statements that precede it in its story.
 
     story: chronological list of tokenised statements; query: tokenised question;
-    answer: one answer token; supports: indices into ``story``; task: bAbI task number;
+    answer: the answer's class symbol (:func:`answer_symbol`; :func:`answer_text` reads it);
+    supports: indices into ``story``; task: bAbI task number;
     source: ``file:line`` of the question (for error messages and reports).
     """
 
@@ -66,7 +111,10 @@ def parse_babi_lines(lines: Sequence[str], path: str = "<string>", task: int = 0
         where = f"{path}:{lineno}"
         if not line.strip():
             raise ValueError(f"{where}: empty line (bAbI files have none)")
-        m = re.match(r"^(\d+) (.*)$", line)
+        if ANSWER_JOIN in line:
+            raise ValueError(f"{where}: contains {ANSWER_JOIN!r} (U+2581), reserved for joining "
+                             f"the words of a multi-word answer (see fairseq_acvi/data/babi.py)")
+        m = _LINE_RE.match(line)
         if m is None:
             raise ValueError(f"{where}: expected 'ID text', got {line[:60]!r}")
         lid = int(m.group(1))
@@ -88,16 +136,17 @@ def parse_babi_lines(lines: Sequence[str], path: str = "<string>", task: int = 0
         if len(fields) != 3:
             raise ValueError(f"{where}: question line needs 3 tab-separated fields "
                              f"(question, answer, supporting ids), found {len(fields)}")
-        question, answer, sup = fields
+        question, answer_field, sup = fields
         query = tokenize(question)
-        answer = answer.strip().lower()
         if not query:
             raise ValueError(f"{where}: question has no words")
-        if not answer or any(c.isspace() for c in answer):
-            raise ValueError(f"{where}: answer must be one non-empty token, got {answer!r}")
+        try:
+            answer = answer_symbol(answer_field)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
         supports: List[int] = []
         for s in sup.split():
-            if not s.isdigit():
+            if not s.isdecimal():
                 raise ValueError(f"{where}: supporting fact id {s!r} is not a number")
             sid = int(s)
             if sid >= lid:
@@ -113,10 +162,26 @@ def parse_babi_lines(lines: Sequence[str], path: str = "<string>", task: int = 0
     return examples
 
 
+def read_lines(path: str) -> List[str]:
+    """The lines of a UTF-8 text file (a leading byte-order mark skipped; LF, CRLF or CR ends a
+    line). A line that is not UTF-8 raises ValueError naming ``path:line``."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    lines = []
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column "
+                             f"{e.start + 1}: {e.reason})") from None
+    return lines
+
+
 def parse_babi_file(path: str, task: int = 0) -> List[BabiExample]:
     """Parse one bAbI file (UTF-8). Raises ValueError naming the file and line on bad input."""
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
+    lines = read_lines(path)
     if not lines:
         raise ValueError(f"{path}: empty file")
     return parse_babi_lines(lines, path, task)
@@ -137,7 +202,11 @@ def find_task_files(folder: str) -> Dict[int, Dict[str, str]]:
                              f"{found[n][split]} and {path}")
         found[n][split] = path
     if not found:
-        raise ValueError(f"{folder}: no files named qa{{N}}_*_{{train,test}}.txt")
+        hint = ""
+        if glob(os.path.join(folder, "qa*_valid.txt")):
+            hint = (" (this looks like en-valid / en-valid-10k, whose qa{N}_train.txt + "
+                    "qa{N}_valid.txt re-split en's training file: pass the en / en-10k folder)")
+        raise ValueError(f"{folder}: no files named qa{{N}}_*_{{train,test}}.txt{hint}")
     return found
 
 

@@ -1,7 +1,7 @@
 """Task ``babi_qa``: bAbI question answering for memory networks (docs/method.md §4.1, §4.3).
 
 ``data`` is any folder of bAbI v1.2 files ``qa{N}_*_{train,test}.txt`` (``en``, ``en-10k``, ``hn``,
-``shuffled``, or the guess-the-number generator's output). Subsets:
+``hn-10k``, ``shuffled``, ``shuffled-10k``, or the guess-the-number generator's output). Subsets:
 
 * ``train`` / ``valid``: a seeded split (``--babi-split-seed``, independent of ``--seed``) of each
   selected task's training file, ``--valid-fraction`` 0.1 (900/100 for the 1k files);
@@ -10,7 +10,9 @@
 Several tasks (``--babi-tasks 1,2,3`` or ``all``) are trained jointly on the union. The dictionary is
 built from the words and answers of all files of the selected tasks (sorted, so rebuilding it from
 the same data reproduces it exactly; a checkpoint must be used with the same data folder and tasks).
-The answer is predicted over the whole dictionary: ``task.target_dictionary[idx]`` reads an answer.
+The answer is predicted over the whole dictionary, one class per distinct answer field: a one-word
+answer is its word's symbol, a multi-word one (``hn``: ``rasoi ghar``) the symbol ``rasoi▁ghar``
+(fairseq_acvi/data/babi.py); ``answer_text(task.target_dictionary[idx])`` reads an answer.
 """
 
 import logging

@@ -3,6 +3,7 @@
 # Phased training of the ACVI paper (P Table 5), then beam-5 decoding of the test set, OOV restoration
 # and ROUGE / METEOR / novelty evaluation. Run from the repo root after data_scripts/prepare_cnndm.sh:
 #   CONTEXT=acvi DATA=data-bin/cnndm bash recipes/summarization_cnndm.sh [extra fairseq-train args]
+#   (extra args go to every phase; --no-copy: the no-copy baseline, which generate reads from the checkpoint)
 #
 #   phase  updates (cumulative)  source words  target tokens (</s> counted)  coverage
 #     1        0 -  71k              10            10                           off

@@ -38,6 +38,9 @@
 #   ARCH=acvi_pointer_generator_cnndm  LR=0.001 (Adam)  BATCH=16  CLIP_NORM=2  SEED=1
 #   COVERAGE_WEIGHT=1 (λ)  SAVE_INTERVAL=2000 (updates between checkpoints)  LOG_INTERVAL=100
 #   TRAIN=1 (0: skip training)  BEAM=5  MIN_LEN=35  MAX_LEN=100  GEN_BATCH=32  SUBSET=test
+#                     (or a fixed subset written by data_scripts/cnndm_subset.py: test_every5, ...)
+#   DECODE_PHASE      the phase whose checkpoint_last.pt is decoded (default: the last); outputs of
+#                     an earlier phase are named *_SUBSET_phaseN (e.g. before the coverage phase)
 #   MC_SAMPLES (unset: the model's K=10; 0 = mean context)  METEOR=exact,full (or none)
 #   PYTHON=python  USER_DIR=fairseq_acvi
 set -euo pipefail
@@ -117,19 +120,27 @@ if [[ "$TRAIN" == "1" ]]; then
   done
 fi
 
-CKPT="$SAVE/phase$NPH/checkpoint_last.pt"
+DECODE_PHASE="${DECODE_PHASE:-$NPH}"
+if ! [[ "$DECODE_PHASE" =~ ^[0-9]+$ ]] || (( DECODE_PHASE < 1 || DECODE_PHASE > NPH )); then
+  echo "[recipe] error: DECODE_PHASE=$DECODE_PHASE: the schedule has phases 1..$NPH" >&2; exit 2
+fi
+[[ -f "$DATA/$SUBSET.article" ]] || { echo "[recipe] error: SUBSET=$SUBSET: $DATA/$SUBSET.article missing (data_scripts/cnndm_subset.py writes subsets)" >&2; exit 1; }
+name="$SUBSET"
+(( DECODE_PHASE < NPH )) && name="${SUBSET}_phase$DECODE_PHASE"
+k=$((DECODE_PHASE - 1))
+CKPT="$SAVE/phase$DECODE_PHASE/checkpoint_last.pt"
 [[ -f "$CKPT" ]] || { echo "[recipe] error: no checkpoint $CKPT" >&2; exit 1; }
 overrides=()
 if [[ -n "$MC_SAMPLES" ]]; then overrides=(--model-overrides "{'mc_samples': $MC_SAMPLES}"); fi
 "$PYTHON" -m fairseq_cli.generate "$DATA" --user-dir "$USER_DIR" --task pointer_summarization \
   --source-lang src --target-lang tgt --path "$CKPT" --gen-subset "$SUBSET" --beam "$BEAM" \
-  --truncate-source --max-source-positions "$((ENC[NPH - 1] + 1))" \
-  --truncate-target --max-target-positions "${DEC[$((NPH - 1))]}" \
+  --truncate-source --max-source-positions "$((ENC[k] + 1))" \
+  --truncate-target --max-target-positions "${DEC[$k]}" \
   --min-len "$MIN_LEN" --max-len-a 0 --max-len-b "$MAX_LEN" --batch-size "$GEN_BATCH" \
-  "${overrides[@]}" > "$SAVE/gen_$SUBSET.out"
-"$PYTHON" data_scripts/restore_oov.py --src "$DATA/$SUBSET.article" --hyp "$SAVE/gen_$SUBSET.out" \
-  --out "$SAVE/hyp_$SUBSET.txt"
-"$PYTHON" -m fairseq_acvi.cli.eval_summarization --hyp "$SAVE/hyp_$SUBSET.txt" \
+  "${overrides[@]}" > "$SAVE/gen_$name.out"
+"$PYTHON" data_scripts/restore_oov.py --src "$DATA/$SUBSET.article" --hyp "$SAVE/gen_$name.out" \
+  --out "$SAVE/hyp_$name.txt"
+"$PYTHON" -m fairseq_acvi.cli.eval_summarization --hyp "$SAVE/hyp_$name.txt" \
   --ref "$DATA/$SUBSET.summary" --src "$DATA/$SUBSET.article" --dict "$DATA/dict.src.txt" \
-  --meteor "$METEOR" --json "$SAVE/scores_$SUBSET.json" | tee "$SAVE/scores_$SUBSET.txt"
+  --meteor "$METEOR" --json "$SAVE/scores_$name.json" | tee "$SAVE/scores_$name.txt"
 echo "[recipe] paper (P Table 1, full test set) R-1/R-2/R-L: SA 39.53/17.28/36.38, ACVI 42.71/19.24/39.05"

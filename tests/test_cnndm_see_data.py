@@ -238,6 +238,28 @@ def test_recipe_smoke_on_see_chunks(tmp_path):
     assert len(hyp) == 24
     scores = json.loads((save / "scores_test.json").read_text())
     assert scores["n"] == 24 and 0.0 <= scores["rouge1"] <= 100.0 and "rougeL" in scores
+    assert "repeat_3gram" in scores and "novel_2gram" in scores
+
+    # a fixed subset, decoded from the phase before coverage, and the report beside lead-3
+    r = subprocess.run([sys.executable, str(SCRIPTS / "cnndm_subset.py"), "--data", str(dest), "--every", "3"],
+                       capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    env = dict(env, TRAIN="0", SUBSET="test_every3", DECODE_PHASE="1")
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True,
+                       text=True, env=env, cwd=str(REPO), timeout=900)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert len((save / "hyp_test_every3_phase1.txt").read_text(encoding="utf-8").splitlines()) == 8
+    assert json.loads((save / "scores_test_every3_phase1.json").read_text())["n"] == 8
+    r = subprocess.run([sys.executable, "-m", "fairseq_acvi.cli.summ_report", "--data", str(dest),
+                        "--subset", "test_every3", "--system", f"phase1={save}/hyp_{{subset}}_phase1.txt",
+                        "--out-dir", str(tmp_path / "report")], capture_output=True, text=True, env=env,
+                       cwd=str(REPO), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "| lead-3 | 8 |" in r.stdout and "| phase1 | 8 |" in r.stdout
+    env = dict(env, DECODE_PHASE="3")
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True,
+                       text=True, env=env, cwd=str(REPO), timeout=60)
+    assert r.returncode == 2 and "DECODE_PHASE=3: the schedule has phases 1..2" in r.stderr
 
 
 def test_recipe_rejects_a_malformed_schedule(tmp_path):

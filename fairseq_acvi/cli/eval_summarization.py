@@ -1,4 +1,5 @@
-"""Evaluate generated summaries: ROUGE-1/2/L, METEOR exact/full, novel-word and OOV-adoption rates.
+"""Evaluate generated summaries: ROUGE-1/2/L, METEOR exact/full, novel-word and OOV-adoption rates,
+novel and repeated n-gram rates.
 
     python -m fairseq_acvi.cli.eval_summarization --hyp H --ref R [--src S] [--dict D] \
         [--meteor exact,full|none] [--json OUT]
@@ -7,9 +8,10 @@ H, R (and S) are line-aligned: line i of each is example i (a last line without 
 newline is fine). Empty lines are an error naming the file and line (``--allow-empty-hyp`` scores
 an empty hypothesis as an empty summary instead). Metric definitions: ROUGE in
 :mod:`fairseq_acvi.metrics.rouge`, METEOR in :mod:`fairseq_acvi.metrics.meteor`, novelty in
-:mod:`fairseq_acvi.metrics.novelty` (docs/method.md §5, P Tables 1-2). Hypotheses must already have
-their ``<unk-j>`` markers restored (``data_scripts/restore_oov.py``); a left-over marker is an
-error.
+:mod:`fairseq_acvi.metrics.novelty` (docs/method.md §5, P Tables 1-2), n-gram novelty and
+repetition in :mod:`fairseq_acvi.metrics.ngrams` (See et al. 2017 §7: their repetition and
+novel n-gram figures). Hypotheses must already have their ``<unk-j>`` markers restored
+(``data_scripts/restore_oov.py``); a left-over marker is an error.
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ def evaluate(hyps: List[str], refs: List[str], srcs: Optional[List[str]] = None,
              hyp_name: str = "hyp") -> Dict[str, object]:
     """All figures for one system; keys as in the JSON output (scores × 100)."""
     from fairseq_acvi.metrics.meteor import meteor
+    from fairseq_acvi.metrics.ngrams import ngram_statistics
     from fairseq_acvi.metrics.novelty import novelty
     from fairseq_acvi.metrics.rouge import rouge
 
@@ -83,6 +86,7 @@ def evaluate(hyps: List[str], refs: List[str], srcs: Optional[List[str]] = None,
         res[f"meteor_{mode}"] = meteor(hyps, refs, mode=mode)["score"]
     if srcs is not None:
         res.update(novelty(hyps, srcs, vocab))
+    res.update(ngram_statistics(hyps, srcs))
     return res
 
 
@@ -92,7 +96,12 @@ ROWS = [("n", "examples", "{:.0f}"), ("rouge1", "ROUGE-1 F1", "{:.2f}"),
         ("novel_rate", "novel-word rate (% tokens)", "{:.3f}"),
         ("oov_adoption", "OOV-adoption rate (% tokens)", "{:.3f}"),
         ("unk_rate", "unknown-token rate (% tokens)", "{:.3f}"),
-        ("oov_per_summary", "adopted OOV tokens / summary", "{:.3f}")]
+        ("oov_per_summary", "adopted OOV tokens / summary", "{:.3f}"),
+        ("novel_1gram", "novel 1-grams (% of 1-grams)", "{:.2f}"),
+        ("novel_2gram", "novel 2-grams (% of 2-grams)", "{:.2f}"),
+        ("novel_3gram", "novel 3-grams (% of 3-grams)", "{:.2f}"),
+        ("novel_4gram", "novel 4-grams (% of 4-grams)", "{:.2f}"),
+        ("repeat_3gram", "repeated 3-grams (% of 3-grams)", "{:.2f}")]
 
 
 def format_table(res: Dict[str, object]) -> str:
@@ -147,6 +156,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "paraphrase; system-level Final score x100",
         "novelty": "% of hypothesis tokens; novel = not in the source (UNK excluded); "
                    "OOV adoption = outside --dict vocabulary and in the source",
+        "ngrams": "% of hypothesis n-gram occurrences (lower-cased tokens, markers removed); "
+                  "novel = not in the source article; repeated = seen earlier in the same summary",
     }
     print(format_table(res))
     if args.json:

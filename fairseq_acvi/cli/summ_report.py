@@ -1,0 +1,160 @@
+"""Collect summarization systems into one table per test subset: ours, lead-3 and See et al.'s outputs.
+
+    python -m fairseq_acvi.cli.summ_report --data data-bin/cnndm_see \
+        --subset test_every5 --subset test_realsumm --subset test_summeval \
+        --system "soft=checkpoints/cnndm_see_cpu/soft_seed1/hyp_{subset}_phase4.txt" \
+        --system "soft+cov=checkpoints/cnndm_see_cpu/soft_seed1/hyp_{subset}.txt" \
+        --coverage-pair soft:soft+cov --out-dir docs/results/cnndm_DATE
+
+For every subset (a split written by ``data_scripts/cnndm_subset.py``: ``NAME.article``,
+``NAME.summary``), rows are scored by one evaluator on the same articles and references
+(:func:`fairseq_acvi.cli.eval_summarization.evaluate`: ROUGE-1/2/L, novel-word and OOV-adoption
+rates, novel and repeated n-grams; METEOR with ``--meteor``):
+
+* ``lead-3``: the first three sentences of each article (:mod:`fairseq_acvi.cli.lead_baseline`);
+* ``See et al.: <system>``: every ``NAME.see_<system>.txt`` beside the subset (their published
+  outputs for the same articles);
+* each ``--system LABEL=PATH``: ``{subset}`` in PATH is replaced by the subset name; a system
+  whose file does not exist for a subset is listed as not decoded (never silently dropped).
+
+``--coverage-pair A:B`` adds the relative change of the repeated-trigram rate from system A
+(before the coverage phase) to B (after it): the See et al. observation that coverage removes
+repetition. Outputs ``results.json`` and ``results.md`` in ``--out-dir``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from typing import Dict, Optional, Sequence, Tuple
+
+from fairseq_acvi.cli.eval_summarization import evaluate, read_aligned, vocab_from_dict
+from fairseq_acvi.cli.lead_baseline import lead
+
+COLUMNS = [("n", "n", "{:.0f}"), ("rouge1", "R-1", "{:.2f}"), ("rouge2", "R-2", "{:.2f}"),
+           ("rougeL", "R-L", "{:.2f}"), ("meteor_exact", "METEOR exact", "{:.2f}"),
+           ("meteor_full", "METEOR full", "{:.2f}"), ("novel_2gram", "novel 2-gram %", "{:.2f}"),
+           ("novel_3gram", "novel 3-gram %", "{:.2f}"), ("repeat_3gram", "repeated 3-gram %", "{:.2f}"),
+           ("novel_rate", "novel words %", "{:.3f}"), ("oov_adoption", "OOV adoption %", "{:.3f}"),
+           ("unk_rate", "UNK %", "{:.2f}")]
+
+
+def parse_system(spec: str) -> Tuple[str, str]:
+    label, sep, path = spec.partition("=")
+    if not sep or not label or not path:
+        raise ValueError(f"--system {spec!r}: expected LABEL=PATH (PATH may contain {{subset}})")
+    return label, path
+
+
+def see_systems(data: str, subset: str) -> Dict[str, str]:
+    """``{label: path}`` of See et al.'s outputs stored beside a subset."""
+    prefix = f"{subset}.see_"
+    out = {}
+    for fname in sorted(os.listdir(data)):
+        if fname.startswith(prefix) and fname.endswith(".txt"):
+            out[f"See et al.: {fname[len(prefix):-4]}"] = os.path.join(data, fname)
+    return out
+
+
+def score_subset(data: str, subset: str, systems: Sequence[Tuple[str, str]],
+                 meteor_modes: Sequence[str], vocab) -> Dict[str, object]:
+    """``{"rows": {label: figures}, "missing": {label: path}}`` for one subset."""
+    base = read_aligned({"ref": os.path.join(data, f"{subset}.summary"),
+                         "src": os.path.join(data, f"{subset}.article")})
+    rows: Dict[str, Dict] = {}
+    missing: Dict[str, str] = {}
+    rows["lead-3"] = evaluate([lead(a, 3) for a in base["src"]], base["ref"], base["src"], vocab,
+                              meteor_modes, hyp_name=f"lead-3 of {subset}")
+    candidates = list(see_systems(data, subset).items())
+    candidates += [(label, path.replace("{subset}", subset)) for label, path in systems]
+    for label, path in candidates:
+        if not os.path.isfile(path):
+            missing[label] = path
+            continue
+        hyp = read_aligned({"hyp": path, "ref": os.path.join(data, f"{subset}.summary")})["hyp"]
+        rows[label] = evaluate(hyp, base["ref"], base["src"], vocab, meteor_modes, hyp_name=path)
+        rows[label]["path"] = path
+    return {"rows": rows, "missing": missing}
+
+
+def coverage_change(rows: Dict[str, Dict], pair: str) -> Optional[Dict[str, float]]:
+    before, sep, after = pair.partition(":")
+    if not sep:
+        raise ValueError(f"--coverage-pair {pair!r}: expected BEFORE:AFTER (two system labels)")
+    if before not in rows or after not in rows:
+        return None
+    a, b = rows[before]["repeat_3gram"], rows[after]["repeat_3gram"]
+    return {"before": a, "after": b, "relative_change": (b - a) / a if a else float("nan")}
+
+
+def markdown(report: Dict[str, object]) -> str:
+    lines = [f"# Summarization results ({report['date']})", "",
+             f"Data: `{report['data']}`. One evaluator for every row "
+             "(`fairseq_acvi.cli.eval_summarization`; ROUGE = rouge-score with stemming, F1 × 100, "
+             "ROUGE-L summary-level). n-gram and word rates in % of the summaries' tokens.", ""]
+    for subset, res in report["subsets"].items():
+        cols = [c for c in COLUMNS if any(r.get(c[0]) is not None for r in res["rows"].values())]
+        lines += [f"## {subset}", "",
+                  "| system | " + " | ".join(c[1] for c in cols) + " |",
+                  "|---|" + "---:|" * len(cols)]
+        for label, r in res["rows"].items():
+            cells = [c[2].format(r[c[0]]) if r.get(c[0]) is not None else "—" for c in cols]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        for label, path in res["missing"].items():
+            lines.append(f"| {label} | not decoded (`{path}` missing) |" + " |" * (len(cols) - 1))
+        for pair, ch in res.get("coverage", {}).items():
+            if ch is not None:
+                lines.append("")
+                lines.append(f"Coverage ({pair}): repeated 3-grams {ch['before']:.2f} % → "
+                             f"{ch['after']:.2f} % ({100 * ch['relative_change']:+.0f} %).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", required=True, help="prepared folder holding the subsets")
+    p.add_argument("--subset", action="append", required=True,
+                   help="subset name (repeatable): test_every5, test_realsumm, ...")
+    p.add_argument("--system", action="append", default=[],
+                   help="LABEL=PATH of a system's restored summaries; {subset} in PATH is "
+                        "replaced by the subset name (repeatable)")
+    p.add_argument("--coverage-pair", action="append", default=[],
+                   help="BEFORE:AFTER labels: report the change of the repeated-trigram rate")
+    p.add_argument("--meteor", default="none", help="METEOR modes (exact,full) or none (default)")
+    p.add_argument("--dict", help="dict.txt for the OOV-adoption rate (default: DATA/dict.src.txt)")
+    p.add_argument("--out-dir", required=True)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = get_parser().parse_args(argv)
+    modes = [] if args.meteor == "none" else [m for m in args.meteor.split(",") if m]
+    try:
+        systems = [parse_system(s) for s in args.system]
+        dict_path = args.dict or os.path.join(args.data, "dict.src.txt")
+        vocab = vocab_from_dict(dict_path) if os.path.isfile(dict_path) else None
+        report = {"date": datetime.date.today().isoformat(), "data": args.data, "subsets": {}}
+        for subset in args.subset:
+            res = score_subset(args.data, subset, systems, modes, vocab)
+            res["coverage"] = {p: coverage_change(res["rows"], p) for p in args.coverage_pair}
+            report["subsets"][subset] = res
+            print(f"[summ_report] {subset}: {len(res['rows'])} rows, {len(res['missing'])} "
+                  "not decoded", file=sys.stderr)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    md = markdown(report)
+    with open(os.path.join(args.out_dir, "results.md"), "w", encoding="utf-8") as f:
+        f.write(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -266,6 +266,18 @@ def test_bad_configurations_are_refused():
         build_model("soft", d=d)
 
 
+def toy_copy_batch(d, g, p_marker: float, B: int = 32, L: int = 5):
+    """The toy copy task's batch: each source position j holds its own marker <unk-j> (an OOV, with
+    probability ``p_marker``) or a real word w0..w3; the target is the source. Returns src (B, L+1),
+    lengths (B,), prev_output_tokens (B, L+1), target (B, L+1)."""
+    m = d.index("<unk-0>")
+    src = torch.where(torch.rand(B, L, generator=g) < p_marker, m + torch.arange(L).expand(B, L),
+                      torch.randint(4, 8, (B, L), generator=g))
+    src = torch.cat([src, torch.full((B, 1), d.eos())], 1)
+    prev = torch.cat([torch.full((B, 1), d.eos()), src[:, :-1]], 1)
+    return src, torch.full((B,), L + 1), prev, src
+
+
 def test_learns_to_copy_unseen_words_through_markers():
     """Toy copy task: the target is the source, whose words are mostly markers (OOVs). Only the
     copy path can produce them; after training, greedy decoding reproduces unseen sources."""
@@ -279,13 +291,8 @@ def test_learns_to_copy_unseen_words_through_markers():
                            decoder_embed_dim=12, init_scale=0.0)
     g = torch.Generator().manual_seed(0)
 
-    def batch(B=32, L=5):
-        # each position j holds its own marker <unk-j> or a real word (like the preprocessing)
-        src = torch.where(torch.rand(B, L, generator=g) < 0.7, m + torch.arange(L).expand(B, L),
-                          torch.randint(4, 8, (B, L), generator=g))
-        src = torch.cat([src, torch.full((B, 1), d.eos())], 1)
-        prev = torch.cat([torch.full((B, 1), d.eos()), src[:, :-1]], 1)
-        return src, torch.full((B,), L + 1), prev, src
+    def batch(B=32):
+        return toy_copy_batch(d, g, 0.7, B)
 
     opt = torch.optim.Adam(model.parameters(), lr=0.02)
     model.train()

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from conftest import USER_DIR, run_cli
-from test_pointer_generator import CONFIG_IDS, CONFIGS, _batch, build_model, marker_dictionary
+from test_pointer_generator import (CONFIG_IDS, CONFIGS, _batch, build_model, marker_dictionary,
+                                    toy_copy_batch)
 from test_summarization_cli import cnndm_bin, train  # noqa: F401  (cnndm_bin: module fixture)
 
 from fairseq_acvi.criterions.elbo import ELBOCriterion
@@ -227,12 +228,8 @@ def test_no_copy_learns_to_emit_unk_for_source_oovs():
                       attention_dim=16, encoder_embed_dim=12, decoder_embed_dim=12, init_scale=0.0)
     g = torch.Generator().manual_seed(0)
 
-    def batch(B=32, L=5):
-        src = torch.where(torch.rand(B, L, generator=g) < 0.5, m + torch.arange(L).expand(B, L),
-                          torch.randint(4, 8, (B, L), generator=g))
-        src = torch.cat([src, torch.full((B, 1), d.eos())], 1)
-        prev = torch.cat([torch.full((B, 1), d.eos()), src[:, :-1]], 1)
-        return src, torch.full((B,), L + 1), prev, src
+    def batch(B=32):
+        return toy_copy_batch(d, g, 0.5, B)
 
     opt = torch.optim.Adam(model.parameters(), lr=0.02)
     crit = ELBOCriterion(type("T", (), {"target_dictionary": d})())

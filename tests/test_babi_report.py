@@ -83,6 +83,25 @@ def test_report_end_to_end(tmp_path, shared_data):
     chosen = [single[f"memn2n|{t}"]["test"]["memn2n"][str(t)] for t in (1, 2)]
     assert re.search(r"^\| MemN2N \(2 tasks\) \| %d / %.1f \|" % (
         sum(a >= 95 for a in chosen), sum(chosen) / 2), md, re.M)
+    # t-MEM-NN's uncertainty of its S = 10 answers over right and wrong ones (docs/uncertainty.md)
+    for res in (single, joint):
+        for key, info in res.items():
+            if key.startswith("memn2n"):
+                assert "test_uncertainty" not in info
+                continue
+            rows = info["test_uncertainty"]["t_memn2n_S10"]
+            for t, acc in info["test"]["t_memn2n_S10"].items():
+                r = rows[t]
+                assert 100.0 * r["right"]["n"] / (r["right"]["n"] + r["wrong"]["n"]) == \
+                    pytest.approx(acc)
+                for part in ("right", "wrong"):
+                    if r[part]["n"]:
+                        assert r[part]["entropy"] >= r[part]["expected_entropy"] >= 0
+                        assert r[part]["mutual_information"] >= 0
+            assert sum(rows["all"][p]["n"] for p in ("right", "wrong")) == \
+                sum(rows[t][p]["n"] for t in info["test"]["t_memn2n_S10"] for p in ("right", "wrong"))
+    assert md.count("What the posterior draws know (t-MEM-NN, S = 10)") == 2
+    assert len(re.findall(r"^\| \*\*all questions\*\* \| \d+ / \d+ \|", md, re.M)) == 2
     # per-hop attention for task 1, test question 0, with the data's supporting fact
     att = md.split("### Task 1, test question 0")[1]
     assert "supporting facts:" in att.split("\n\n")[2]

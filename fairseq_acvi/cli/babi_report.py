@@ -200,9 +200,11 @@ def make_model(task, arch: str, args):
 
 @torch.no_grad()
 def predict(model, dataset, samples: Optional[int] = None, batch: int = 500, seed: int = 0,
-            with_log_probs: bool = False):
+            with_log_probs: bool = False, with_uncertainty: bool = False):
     """Argmax answers (N,) over a BabiDataset; t-MEM-NN with ``samples`` draws (0 = mean).
-    With ``with_log_probs`` also the log-probability of each true answer (N,), float32.
+    With ``with_log_probs`` also the log-probability of each true answer (N,), float32; with
+    ``with_uncertainty`` also the model's per-question (N, 3) H[p̄], E_s H[p_s] and mutual
+    information (nats; docs/uncertainty.md), last. The draws are the same with or without them.
 
     The posterior draws use their own seeded stream (``seed``) in a forked RNG, so evaluating
     between epochs leaves the training run's random stream (batch order, escort draws) as it was.
@@ -210,18 +212,46 @@ def predict(model, dataset, samples: Optional[int] = None, batch: int = 500, see
     model.eval()
     if samples is not None:
         model.set_mc_samples(samples)
-    preds, gold_lp = [], []
+    preds, gold_lp, unc = [], [], []
     answers = dataset.tensors["answer"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for idx in torch.arange(len(dataset)).split(batch):
             s = dataset.batch(idx)
-            lp = model(**s["net_input"])[0].float()
+            lp, extra = model(**s["net_input"])
+            lp = lp.float()
             preds.append(lp.argmax(-1))
             gold_lp.append(lp.gather(-1, answers[idx].view(-1, 1)).view(-1))
+            if with_uncertainty:
+                unc.append(extra["uncertainty"])
+    out = [torch.cat(preds)]
     if with_log_probs:
-        return torch.cat(preds), torch.cat(gold_lp)
-    return torch.cat(preds)
+        out.append(torch.cat(gold_lp))
+    if with_uncertainty:
+        out.append(torch.cat(unc))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+#: the t-MEM-NN prediction whose uncertainty the report gives (S posterior draws)
+UNCERTAINTY_SAMPLES = 10
+UNCERTAINTY_NAMES = ("entropy", "expected_entropy", "mutual_information")
+
+
+def uncertainty_by_task(pred, unc, answers, tasks) -> Dict[str, dict]:
+    """task (str) and "all" -> {"right"/"wrong": {"n", "entropy", "expected_entropy",
+    "mutual_information"}}: counts and mean uncertainties (nats) of the right and wrong answers.
+    pred, answers, tasks (N,), unc (N, 3)."""
+    ok = pred == answers
+    out = {}
+    for key, sel in [(str(int(t)), tasks == t) for t in tasks.unique()] + [("all", None)]:
+        rows = {}
+        for part, mask in (("right", ok), ("wrong", ~ok)):
+            m = mask if sel is None else mask & sel
+            n = int(m.sum())
+            rows[part] = {"n": n, **{name: (float(unc[m, i].mean()) if n else None)
+                                     for i, name in enumerate(UNCERTAINTY_NAMES)}}
+        out[key] = rows
+    return out
 
 
 def validation_score(model, dataset, samples=None) -> Tuple[float, float]:
@@ -311,11 +341,21 @@ def setup_args(setup: str, args):
     return args
 
 
-def evaluate(model, arch: str, task) -> Dict[str, Dict[int, float]]:
+def evaluate(model, arch: str, task) -> Tuple[Dict[str, Dict[int, float]], Optional[dict]]:
+    """(column -> task -> test accuracy, t-MEM-NN's uncertainty of its S = 10 prediction by task
+    and right / wrong answer (:func:`uncertainty_by_task`), None for MemN2N)."""
     te = task.datasets["test"]
     if arch == "memn2n":
-        return {"memn2n": per_task_accuracy(model, te)}
-    return {f"t_memn2n_S{s}": per_task_accuracy(model, te, s) for s in (1, 10)}
+        return {"memn2n": per_task_accuracy(model, te)}, None
+    acc = {"t_memn2n_S1": per_task_accuracy(model, te, 1)}
+    # the S = 10 column and its uncertainty from one pass (the same draws as per_task_accuracy)
+    pred, unc = predict(model, te, UNCERTAINTY_SAMPLES, with_uncertainty=True)
+    answers = te.tensors["answer"]
+    tasks = torch.tensor([ex.task for ex in te.examples])
+    ok = (pred == answers).float()
+    acc[f"t_memn2n_S{UNCERTAINTY_SAMPLES}"] = {int(t): 100.0 * ok[tasks == t].mean().item()
+                                               for t in tasks.unique()}
+    return acc, uncertainty_by_task(pred, unc, answers, tasks)
 
 
 def run_setup(setup: str, tasks: List[int], args, results_path: str):
@@ -350,8 +390,10 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
                     info["variant"] = variant
                 # every run's test accuracy is recorded (never used for selection): it gives
                 # the mean over seeds, and shows what the best-by-validation choice cost
-                info["test"] = {k: {str(t): a for t, a in v.items()}
-                                for k, v in evaluate(model, arch, task).items()}
+                accs, uncertainty = evaluate(model, arch, task)
+                info["test"] = {k: {str(t): a for t, a in v.items()} for k, v in accs.items()}
+                if uncertainty is not None:
+                    info["test_uncertainty"] = {f"t_memn2n_S{UNCERTAINTY_SAMPLES}": uncertainty}
                 runs.append((model, info))
                 print(f"[{setup}] {arch} tasks {spec} seed {seed}: valid {info['valid']:.1f} "
                       f"nll {info['valid_nll']:.4f} (epoch {info['best_epoch']}, "
@@ -538,6 +580,48 @@ def selection_table(results: dict) -> List[str]:
     return lines
 
 
+def uncertainty_table(results: dict) -> List[str]:
+    """Per task, t-MEM-NN's (S = 10) mean predictive entropy, expected entropy and mutual
+    information over its right and its wrong test answers (the chosen runs; nats per question),
+    and the pooled row. Empty for results recorded before runs kept it."""
+    col = f"t_memn2n_S{UNCERTAINTY_SAMPLES}"
+    per_task, pooled = {}, []
+    for key, info in results.items():
+        arch, spec = key.split("|")
+        u = info.get("test_uncertainty", {}).get(col)
+        if arch != "t_memn2n" or not u:
+            continue
+        for t, rows in u.items():
+            if t == "all":
+                pooled.append(rows)
+            else:
+                per_task.setdefault(int(t), rows)
+    if not per_task:
+        return []
+
+    def cell(rows, name, part):
+        v = rows[part][name]
+        return "—" if v is None else f"{v:.3f}"
+    lines = ["| task | right / wrong | H[p̄] right | H[p̄] wrong | E H right | E H wrong "
+             "| I right | I wrong |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for t in sorted(per_task):
+        r = per_task[t]
+        lines.append(f"| {t}: {TASK_NAMES.get(t, '')} | {r['right']['n']} / {r['wrong']['n']} | "
+                     + " | ".join(cell(r, name, part) for name in UNCERTAINTY_NAMES
+                                  for part in ("right", "wrong")) + " |")
+    # pooled over every question of every task: weighted by the counts
+    tot = {}
+    for part in ("right", "wrong"):
+        n = sum(rows[part]["n"] for rows in pooled)
+        tot[part] = {"n": n, **{name: (sum(rows[part]["n"] * rows[part][name] for rows in pooled
+                                           if rows[part]["n"]) / n if n else None)
+                                for name in UNCERTAINTY_NAMES}}
+    lines.append(f"| **all questions** | {tot['right']['n']} / {tot['wrong']['n']} | "
+                 + " | ".join(cell(tot, name, part) for name in UNCERTAINTY_NAMES
+                              for part in ("right", "wrong")) + " |")
+    return lines
+
+
 def nu_table(results: dict) -> List[str]:
     lines = ["| run | ν per matrix | β | best epoch | valid acc | s per run | ms/update |",
              "|---|---|---:|---:|---:|---:|---:|"]
@@ -719,6 +803,13 @@ def render(args):
         png = chart(args.out_dir, res, published, setup, variant)
         if png:
             out += [f"![accuracy]({png})", ""]
+        unc_rows = uncertainty_table(res)
+        if unc_rows:
+            out += [f"### What the posterior draws know (t-MEM-NN, S = {UNCERTAINTY_SAMPLES})", "",
+                    "Mean over the test questions answered right and wrong: predictive entropy "
+                    "H[p̄], expected entropy E_s H[p_s] and their difference I, the mutual "
+                    "information of the answer and the embedding matrices (nats; "
+                    "docs/uncertainty.md).", ""] + unc_rows + [""]
         out += ["### Runs and fitted ν", ""] + nu_table(res) + [""]
     att = attention_section(args)
     if att:

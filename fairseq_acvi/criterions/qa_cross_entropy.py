@@ -1,7 +1,10 @@
 """Criterion ``qa_cross_entropy``: answer NLL for memory networks, logging accuracy (docs/method.md §4.1).
 
 The model returns (log_probs (B, V) float32, extra); loss = Σ_b −log p(a_b), sample_size = B.
-Logged: loss and nll_loss (base 2, per question, as fairseq does), accuracy (% of argmax = answer).
+Logged: loss and nll_loss (base 2, per question, as fairseq does), accuracy (% of argmax = answer);
+in evaluation (fairseq-validate, validation in fairseq-train) also the mean predictive entropy
+H[p̄], expected entropy E_s H[p_s] and mutual information I over the right and the wrong answers
+(``H_right``, ``EH_right``, ``MI_right``, ``H_wrong``, …; nats per question; docs/uncertainty.md).
 """
 import math
 from dataclasses import dataclass
@@ -14,13 +17,34 @@ from fairseq.dataclass import FairseqDataclass
 
 
 def answer_nll_and_correct(model, sample):
-    """Forward once: (Σ NLL, #correct, extra) for a bAbI sample; NLL in float32 (nats)."""
+    """Forward once: (Σ NLL, #correct, extra) for a bAbI sample; NLL in float32 (nats).
+    ``extra["right"]`` (B,) bool marks the questions answered right."""
     lprobs, extra = model(**sample["net_input"])
     target = sample["target"]
     lprobs = lprobs.float()
     nll = F.nll_loss(lprobs, target, reduction="sum")
-    correct = (lprobs.argmax(-1) == target).sum()
-    return nll, correct, extra
+    right = lprobs.argmax(-1) == target
+    extra = dict(extra, right=right)
+    return nll, right.sum(), extra
+
+
+#: the per-question uncertainty the model reports in evaluation (docs/uncertainty.md), logged as
+#: sums over right and wrong answers and reduced to means per question: H_right, MI_wrong, …
+UNCERTAINTY_LOGS = (("H", 0), ("EH", 1), ("MI", 2))
+
+
+def uncertainty_logs(extra) -> dict:
+    """Sums of H[p̄], E H and I (nats) over the right and the wrong answers of a batch, for the
+    logging output; {} when the model reported none (training)."""
+    u = extra.get("uncertainty")
+    if u is None:
+        return {}
+    right = extra["right"]
+    out = {}
+    for name, col in UNCERTAINTY_LOGS:
+        out[f"{name}_right"] = log_value(u[right, col].sum())
+        out[f"{name}_wrong"] = log_value(u[~right, col].sum())
+    return out
 
 
 def log_value(t: torch.Tensor):
@@ -39,6 +63,15 @@ def reduce_qa_metrics(logging_outputs):
     metrics.log_scalar("loss", loss / max(sample_size, 1) / math.log(2), sample_size, round=4)
     metrics.log_scalar("nll_loss", nll / max(n, 1) / math.log(2), n, round=4)
     metrics.log_scalar("accuracy", 100.0 * correct / max(n, 1), n, round=2)
+    if any("MI_right" in log for log in logging_outputs):
+        # means per question over right / wrong answers (nats; docs/uncertainty.md)
+        for part, count in (("right", correct), ("wrong", n - correct)):
+            if not count:
+                continue
+            for name, _ in UNCERTAINTY_LOGS:
+                key = f"{name}_{part}"
+                total = sum(log.get(key, 0) for log in logging_outputs)
+                metrics.log_scalar(key, total / count, count, round=4)
 
 
 @dataclass
@@ -51,11 +84,12 @@ class QACrossEntropyCriterion(FairseqCriterion):
     """Cross-entropy of the one-token answer; logs accuracy."""
 
     def forward(self, model, sample, reduce=True):
-        nll, correct, _ = answer_nll_and_correct(model, sample)
+        nll, correct, extra = answer_nll_and_correct(model, sample)
         n = sample["target"].numel()
         nll_v = log_value(nll)
         logging_output = {"loss": nll_v, "nll_loss": nll_v, "ncorrect": log_value(correct),
                           "nsentences": n, "ntokens": n, "sample_size": n}
+        logging_output.update(uncertainty_logs(extra))
         return nll, n, logging_output
 
     @staticmethod

@@ -12,7 +12,9 @@ the paper's objective; a smaller β tempers the prior (an option, not part of D 
 In evaluation the NLL is that of the S-sample predictive distribution.
 
 Logged: loss, nll_loss (base 2 per question), divergence (nats, whole-model D_t, unscaled),
-accuracy (%), and nu_<name> for each posterior (nu_A, nu_B, nu_C with layer-wise tying).
+accuracy (%), and nu_<name> for each posterior (nu_A, nu_B, nu_C with layer-wise tying); in
+evaluation the uncertainty of the S-draw prediction over right and wrong answers (H_right, MI_wrong,
+…; :mod:`fairseq_acvi.criterions.qa_cross_entropy`).
 """
 from dataclasses import dataclass, field
 
@@ -22,7 +24,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from fairseq_acvi.criterions.qa_cross_entropy import (answer_nll_and_correct, log_value,
-                                                     reduce_qa_metrics)
+                                                     reduce_qa_metrics, uncertainty_logs)
 from fairseq_acvi.modules.student_t import DIVERGENCES
 
 
@@ -70,7 +72,7 @@ class TDivergenceCriterion(FairseqCriterion):
         # weight * self.divergence(model); StudentTMatrices.fused_divergence)
         post = self.posterior(model)
         with post.fused_divergence(model.prior_dof, self.mode, weight) as slot:
-            nll, correct, _ = answer_nll_and_correct(model, sample)
+            nll, correct, extra = answer_nll_and_correct(model, sample)
         if slot.value:
             weighted, div_v, nus = slot.value[0], slot.divergence, slot.nus
         else:
@@ -83,6 +85,7 @@ class TDivergenceCriterion(FairseqCriterion):
                           "sample_size": n, "divergence": div_v * n}
         for name, nu in zip(model.names, post.nu_values() if nus is None else nus):
             logging_output[f"nu_{name}"] = nu * n
+        logging_output.update(uncertainty_logs(extra))
         return loss, n, logging_output
 
     @staticmethod

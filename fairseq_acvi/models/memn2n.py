@@ -18,6 +18,9 @@ positions, i.e. the temporal indices of the n real memories are a random ordered
 Training uses one escort draw per minibatch; evaluation averages the answer distribution over
 ``--mc-samples`` draws in probability space (float32), or uses μ ("mean" / 0). The S draws are
 folded into the batch: one pass, the data-only position-encoding bags are shared by all draws.
+In evaluation ``extra["uncertainty"]`` (B, 3) holds H[p̄], E_s H[p_s] and the mutual information
+of the S draws per question (:mod:`fairseq_acvi.modules.uncertainty`; MemN2N and the posterior
+mean: one distribution, I = 0), which the criteria log for right and wrong answers.
 """
 
 import math
@@ -31,6 +34,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from torch import Tensor
 
+from fairseq_acvi.modules import uncertainty as unc
 from fairseq_acvi.modules.student_t import SAMPLERS, StudentTMatrices
 
 TYING = ChoiceEnum(["layerwise", "adjacent"])
@@ -166,11 +170,18 @@ class MemN2NModel(BaseFairseqModel):
         tables, S = self.embedding_tables(self.eval_samples())
         logits, attn, mem_mask = self.memory_hops(story, query, tables, S)
         lp = torch.log_softmax(logits.float(), dim=-1)                    # (S·B, V)
+        per_draw = None
         if S > 1:
             B = story.size(0)
-            lp = torch.logsumexp(lp.view(S, B, -1), dim=0) - math.log(S)  # mean of probabilities
+            per_draw = lp.view(S, B, -1)
+            lp = torch.logsumexp(per_draw, dim=0) - math.log(S)           # mean of probabilities
             attn = attn.view(S, B, *attn.shape[1:]).mean(0)
-        return lp, {"attn": attn, "mem_mask": mem_mask}
+        extra = {"attn": attn, "mem_mask": mem_mask}
+        if not self.training:
+            # (B, 3): H[p̄], E_s H[p_s], mutual information of the S draws (docs/uncertainty.md)
+            extra["uncertainty"] = (unc.single(lp) if per_draw is None
+                                    else unc.decompose(per_draw.transpose(0, 1), lp))
+        return lp, extra
 
     def eval_samples(self) -> Optional[int]:
         return None

@@ -178,14 +178,15 @@ class PointerGeneratorDecoder(ContextLSTMDecoder):
         return self._mix(hid, ctx, s.unsqueeze(2), x.unsqueeze(2), out.attn.unsqueeze(2), cache,
                          target=None if target is None else target.unsqueeze(2))
 
-    def _predict(self, s, feeds, out: StepOutput, x, cache):
+    def _predict(self, s, feeds, out: StepOutput, x, cache, stats=None):
         """The distribution the decoder returns, log P (B, T, V) float32; ``--no-copy``: −inf
-        (probability 0) at the markers, set after the samples are combined."""
+        (probability 0) at the markers, set after the samples are combined. ``stats``: as
+        :meth:`ContextLSTMDecoder._predict`, from the per-sample *mixed* distributions (§2.2)."""
         if out.samples is None:  # the mean context only: the recurrent path's hidden is reused
             lp = self._mix(feeds.unsqueeze(2), out.mean.unsqueeze(2), s.unsqueeze(2),
                            x.unsqueeze(2), out.attn.unsqueeze(2), cache).squeeze(2)
         else:
-            lp = super()._predict(s, feeds, out, x, cache)
+            lp = super()._predict(s, feeds, out, x, cache, stats=stats)
         if self.no_copy:
             lp = torch.cat([lp[..., :self.n_real],
                             lp.new_full((*lp.shape[:-1], lp.size(-1) - self.n_real), -math.inf)], -1)

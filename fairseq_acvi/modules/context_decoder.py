@@ -21,6 +21,15 @@ The decoder returns ``(lprobs, extra)``: ``lprobs`` (B, T, V) float32 *log-proba
 ``extra = {"attn": [(B, T, N)], "losses": {name: (sum, weight or None)}}``. A weight of None
 means the criterion chooses it (the coverage loss, ``--coverage-weight``).
 
+Predictive uncertainty (docs/uncertainty.md; off unless ``record_uncertainty`` is set, e.g. by
+:func:`fairseq_acvi.generation.uncertainty.enable_uncertainty`): ``extra["uncertainty"]`` (B, T, 3)
+float32 holds H[p̄_t], E_k H[p_t^(k)] and their difference, the mutual information, computed from
+the K per-sample distributions the output step already forms (:mod:`fairseq_acvi.modules.uncertainty`).
+When decoding incrementally the rows of every step are also kept in the incremental state
+(``uq``, (B, t, 3), reordered with the beam like the LSTM state), and :attr:`uncertainty_path`
+points at the newest one: row b holds the uncertainties of every step of the path that beam row b
+is on, which is what a finished hypothesis reports.
+
 Subclasses (the pointer-generator) override :meth:`output_log_probs` to change the output layer.
 """
 import math
@@ -32,6 +41,7 @@ import torch.nn.functional as F
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
+from fairseq_acvi.modules import uncertainty as unc
 from fairseq_acvi.modules.context import StepOutput, build_context, stack_steps
 from fairseq_acvi.modules.scorers import Memory, build_scorer
 
@@ -101,6 +111,11 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
     #: True where :meth:`_predict_target` scores the gold tokens without the (B, T, V) output
     #: (the pointer-generator); the ``elbo`` criterion then asks for ``score_target``
     supports_target_scoring = False
+    #: compute ``extra["uncertainty"]`` (module docstring); off by default: one attribute test
+    record_uncertainty = False
+    #: with ``record_uncertainty`` and an incremental state: the (B, t, 3) per-step uncertainties
+    #: of every beam row's path after the latest step (None before the first step)
+    uncertainty_path: Optional[Tensor] = None
 
     def forward(self, prev_output_tokens: Tensor, encoder_out: Dict, incremental_state=None,
                 target: Optional[Tensor] = None, score_target: bool = False, **unused):
@@ -187,18 +202,22 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         new_cache.update({"state_" + k: v for k, v in ctx_state.items()})
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "cache", new_cache)
+        stats = {} if self.record_uncertainty and not score_target else None
 
         s = torch.stack(s_all, dim=1)                                  # (B, T, H)
         if self.context is None:
             lprobs = self._log_softmax(self.fc_out(F.dropout(s, self.dropout_out, self.training)))
-            return lprobs, {"attn": [None], "losses": {}}
+            extra = {"attn": [None], "losses": {}}
+            if stats is not None:
+                self._keep_uncertainty(unc.single(lprobs), extra, new_cache, incremental_state)
+            return lprobs, extra
 
         out = stack_steps(steps)                                       # fields (B, T, ...)
         feeds = torch.stack(feeds, dim=1)                              # (B, T, out_dim)
         if score_target:
             lprobs, target_lprobs = None, self._predict_target(s, feeds, out, x, cache, target)
         else:
-            lprobs, target_lprobs = self._predict(s, feeds, out, x, cache), None
+            lprobs, target_lprobs = self._predict(s, feeds, out, x, cache, stats=stats), None
         nonpad = prev_output_tokens.ne(self.padding_idx)               # (B, T)
         losses = {}
         for name, val in out.losses.items():
@@ -218,7 +237,23 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         extra = {"attn": [out.attn], "losses": losses}
         if target_lprobs is not None:
             extra["target_lprobs"] = target_lprobs
+        if stats is not None:
+            u = stats.get("uncertainty")
+            self._keep_uncertainty(unc.single(lprobs) if u is None else u, extra, new_cache,
+                                   incremental_state)
         return lprobs, extra
+
+    def _keep_uncertainty(self, u: Tensor, extra: Dict, new_cache: Dict[str, Tensor],
+                          incremental_state) -> None:
+        """u (B, T, 3) float32 -> ``extra["uncertainty"]``; when decoding incrementally, appended
+        to the path history of the incremental state (``uq`` (B, t, 3)), :attr:`uncertainty_path`."""
+        extra["uncertainty"] = u
+        if incremental_state is not None:
+            prev = new_cache.get("uq")
+            path = u if prev is None else torch.cat([prev, u], dim=1)
+            new_cache["uq"] = path
+            self.set_incremental_state(incremental_state, "cache", new_cache)
+            self.uncertainty_path = path
 
     # ------------------------------------------------------------------------------------------
     def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,
@@ -228,20 +263,34 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         hid = torch.tanh(self.W_c(torch.cat([s, ctx.to(s.dtype)], dim=-1)))
         return self._log_softmax(self.fc_out(F.dropout(hid, self.dropout_out, self.training)))
 
-    def _predict(self, s, feeds, out: StepOutput, x, cache):
+    def _predict(self, s, feeds, out: StepOutput, x, cache, stats: Optional[Dict] = None):
+        """log P (B, T, V) float32, the K-sample average (D 88). With a ``stats`` dict, also
+        ``stats["uncertainty"]`` (B, T, 3) from the K per-sample distributions (left unset with
+        one context per step: the caller takes the entropy of the result)."""
         if out.samples is None:  # one context per step, the mean: reuse the recurrent path
             return self._log_softmax(self.fc_out(F.dropout(feeds, self.dropout_out, self.training)))
         B, T, S = out.samples.shape[:3]
         if B * T * S * len(self.dictionary) <= _MC_CHUNK_ELEMENTS or out.combine != "prob":
             lp = self.output_log_probs(s, out.samples, out, x, cache)
-            return combine_samples(lp, out.log_weights, out.combine)
+            lp_mean = combine_samples(lp, out.log_weights, out.combine)
+            if stats is not None and S > 1:
+                mixture = (lp_mean if out.combine == "prob"
+                           else combine_samples(lp, out.log_weights, "prob"))
+                stats["uncertainty"] = unc.decompose(lp, mixture, out.log_weights)
+            return lp_mean
         # large batch with many samples (validation): accumulate log Σ w p sample by sample
         acc = None
+        parts = unc.SampleAccumulator() if stats is not None else None
         for i in range(S):
             lw = (out.log_weights[:, :, i:i + 1, None] if out.log_weights is not None
                   else -math.log(S))
-            lp = self.output_log_probs(s, out.samples[:, :, i:i + 1], out, x, cache) + lw
+            lp = self.output_log_probs(s, out.samples[:, :, i:i + 1], out, x, cache)
+            if parts is not None:
+                parts.add(lp.squeeze(2), lw.squeeze(-1).squeeze(-1) if torch.is_tensor(lw) else lw)
+            lp = lp + lw
             acc = lp.squeeze(2) if acc is None else torch.logaddexp(acc, lp.squeeze(2))
+        if parts is not None:
+            stats["uncertainty"] = parts.result(acc)
         return acc
 
     def _predict_target(self, s, feeds, out: StepOutput, x, cache, target: Tensor) -> Tensor:

@@ -1,0 +1,1 @@
+"""Decoding helpers that sit beside fairseq's beam search (docs/uncertainty.md)."""

@@ -47,11 +47,14 @@ def read_lines(path: Path) -> List[str]:
     """Lines of a UTF-8 text file without their ``\\n`` (a final newline does not add an empty line).
 
     Raises DataError if the file is missing or not UTF-8 (with the line number) or uses CR line ends.
+    A leading UTF-8 byte-order mark is skipped (it would otherwise glue itself to the first word).
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing file: {path}")
     raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -86,11 +89,18 @@ def require_files(folder: Path, names: Sequence[str], hint: str = "") -> List[Pa
 
 
 def read_parallel(src_path: Path, tgt_path: Path):
-    """Both sides of a parallel corpus; DataError naming both files if their line counts differ."""
+    """Both sides of a parallel corpus; DataError naming both files if their line counts differ
+    (and the first empty line, if either file has one)."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
+        hint = ""
+        for path, lines in ((src_path, src), (tgt_path, tgt)):
+            empty = next((i for i, line in enumerate(lines, 1) if not line.split()), None)
+            if empty is not None:  # the usual cause of a shift: say where it is
+                hint = f"; {path}:{empty} is an empty line"
+                break
         raise DataError(f"parallel files differ in length: {src_path} has {len(src)} lines, "
-                        f"{tgt_path} has {len(tgt)} lines")
+                        f"{tgt_path} has {len(tgt)} lines{hint}")
     return src, tgt
 
 

@@ -56,6 +56,7 @@ from typing import Iterator, List, Optional, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_acvi.cli.eval_summarization import read_lines  # noqa: E402
+from fairseq_acvi.data.text_lines import read_text_lines  # noqa: E402
 from fairseq_acvi.data.oov_markers import (DEFAULT_MAX_SOURCE_POSITIONS,  # noqa: E402
                                            DEFAULT_VOCAB_SIZE, build_vocab, dictionary_lines,
                                            encode_source, encode_target, is_reserved, read_vocab)
@@ -105,30 +106,29 @@ def read_story(path: str, tokenize, lowercase: bool) -> Example:
     sents: List[List[str]] = []
     next_is_highlight = False
     first_line = None
-    with open(path, encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line:
-                continue
-            if line == "@highlight":
-                next_is_highlight = True
-                continue
-            toks = tokenize(line.lower() if lowercase else line)
-            if toks and toks[-1] not in END_TOKENS:
-                toks.append(".")
-            _check_tokens(toks, f"{path}:{lineno}")
-            if next_is_highlight:
-                sents.append(toks)
-                next_is_highlight = False
-            elif sents:
-                # a non-highlight line after the highlights started: See et al. drop nothing,
-                # the format has none; refuse rather than guess
-                raise ValueError(f"{path}:{lineno}: text after the highlights that does not "
-                                 "follow an @highlight line")
-            else:
-                if first_line is None:
-                    first_line = lineno
-                article += toks
+    for lineno, raw in enumerate(read_text_lines(path, newline="lf"), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line == "@highlight":
+            next_is_highlight = True
+            continue
+        toks = tokenize(line.lower() if lowercase else line)
+        if toks and toks[-1] not in END_TOKENS:
+            toks.append(".")
+        _check_tokens(toks, f"{path}:{lineno}")
+        if next_is_highlight:
+            sents.append(toks)
+            next_is_highlight = False
+        elif sents:
+            # a non-highlight line after the highlights started: See et al. drop nothing,
+            # the format has none; refuse rather than guess
+            raise ValueError(f"{path}:{lineno}: text after the highlights that does not "
+                             "follow an @highlight line")
+        else:
+            if first_line is None:
+                first_line = lineno
+            article += toks
     if not article:
         raise ValueError(f"{path}:1: empty article (no text before the first @highlight)")
     if not sents:
@@ -212,26 +212,25 @@ def read_see_vocab(path: str, size: int) -> Tuple[List[str], Counter, List[str]]
     counts: Counter = Counter()
     skipped: List[str] = []
     last = None
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if len(words) == size:
-                break
-            parts = line.rstrip("\n").split(" ")
-            if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
-                raise ValueError(f"{path}:{lineno}: expected 'word count', got {line!r}")
-            w, c = parts[0], int(parts[1])
-            if last is not None and c > last:
-                raise ValueError(f"{path}:{lineno}: counts must not increase ({c} after {last})")
-            last = c
-            if len(w.split()) != 1:
-                skipped.append(w)
-                continue
-            if is_reserved(w) or w in ("[UNK]", "[PAD]", "[START]", "[STOP]"):
-                raise ValueError(f"{path}:{lineno}: reserved token {w!r} in the vocabulary")
-            if w in counts:
-                raise ValueError(f"{path}:{lineno}: {w!r} repeated")
-            words.append(w)
-            counts[w] = c
+    for lineno, line in enumerate(read_text_lines(path, newline="lf"), 1):
+        if len(words) == size:
+            break
+        parts = line.split(" ")
+        if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+            raise ValueError(f"{path}:{lineno}: expected 'word count', got {line!r}")
+        w, c = parts[0], int(parts[1])
+        if last is not None and c > last:
+            raise ValueError(f"{path}:{lineno}: counts must not increase ({c} after {last})")
+        last = c
+        if len(w.split()) != 1:
+            skipped.append(w)
+            continue
+        if is_reserved(w) or w in ("[UNK]", "[PAD]", "[START]", "[STOP]"):
+            raise ValueError(f"{path}:{lineno}: reserved token {w!r} in the vocabulary")
+        if w in counts:
+            raise ValueError(f"{path}:{lineno}: {w!r} repeated")
+        words.append(w)
+        counts[w] = c
     if len(words) < size:
         raise ValueError(f"{path}: {len(words)} usable words, fewer than --vocab-size {size}")
     return words, counts, skipped

@@ -22,9 +22,11 @@ and ``read_stats.json``: records read, written and dropped per split, with the d
 
 Records with an empty article are dropped and counted (See's data has 67 in train; the README of
 the shared copy lists them as an artifact). Everything else that is not a well-formed record stops
-with an error naming the chunk file and the record index: a truncated length or body, a protobuf
-that does not parse, a missing feature, text that is not UTF-8, an empty abstract, or a newline
-inside a text (it would break the line alignment).
+with an error naming the chunk file and the record index: a truncated length or body (a length
+field beyond the end of the file included: it is read in bounded pieces, never allocated whole),
+a .xz stream that is corrupt or cut short, a chunk file with no record, a protobuf that does not
+parse, a missing feature, text that is not UTF-8, an empty abstract, or a newline inside a text
+(it would break the line alignment).
 
     python data_scripts/read_see_chunks.py --chunks ../shared/data/cnn_dm_see_chunks/bin \\
         --out-dir data/cnndm_see/text [--splits train val test] [--max-records N]
@@ -147,28 +149,53 @@ def _open(path: Path):
     return lzma.open(path, "rb") if path.suffix == ".xz" else open(path, "rb")
 
 
+#: the largest piece read at once: a corrupt length field (up to 2^63 - 1) must give a
+#: "truncated record" error, not an attempt to allocate that many bytes
+_READ_PIECE = 1 << 24
+
+
+def _read_upto(f, n: int) -> bytes:
+    """Up to ``n`` bytes of ``f`` (fewer at the end of the file), read in bounded pieces."""
+    pieces, got = [], 0
+    while got < n:
+        piece = f.read(min(n - got, _READ_PIECE))
+        if not piece:
+            break
+        pieces.append(piece)
+        got += len(piece)
+    return b"".join(pieces)
+
+
 def read_records(path: Path) -> Iterator[Tuple[int, bytes]]:
-    """Yield ``(record index, serialised Example)`` of one chunk file."""
+    """Yield ``(record index, serialised Example)`` of one chunk file.
+
+    A file with no record, a truncated length or body, a negative length, or (``.xz``) a
+    compressed stream that is corrupt or cut short raises :class:`ChunkError` naming the file and
+    the record where reading stopped."""
+    index = 0
     try:
         with _open(path) as f:
-            index = 0
             while True:
                 head = f.read(8)
                 if not head:
+                    if index == 0:
+                        raise ChunkError(f"{path.name}: empty chunk file (no records)")
                     return
                 if len(head) < 8:
                     raise ChunkError(f"{path.name}: record {index}: truncated length ({len(head)} of 8 bytes)")
                 (n,) = struct.unpack("<q", head)
                 if n < 0:
                     raise ChunkError(f"{path.name}: record {index}: negative length {n}")
-                body = f.read(n)
+                body = _read_upto(f, n)
                 if len(body) < n:
                     raise ChunkError(f"{path.name}: record {index}: truncated record "
                                      f"({len(body)} of {n} bytes)")
                 yield index, body
                 index += 1
     except lzma.LZMAError as e:
-        raise ChunkError(f"{path.name}: not a valid .xz file ({e})") from e
+        raise ChunkError(f"{path.name}: record {index}: not a valid .xz file ({e})") from e
+    except EOFError as e:  # lzma: the compressed stream ends before its end-of-stream marker
+        raise ChunkError(f"{path.name}: record {index}: truncated .xz file ({e})") from e
 
 
 def _text(values: Optional[List[bytes]], name: str, where: str) -> str:
@@ -213,8 +240,9 @@ def story_ids(folder: str) -> Dict[Tuple[str, int], str]:
                 next(f, None)
                 for lineno, line in enumerate(f, 2):
                     parts = line.rstrip("\n").split("\t")
-                    if len(parts) != 4:
-                        raise ValueError(f"{cand}:{lineno}: expected 4 tab-separated fields")
+                    if len(parts) != 4 or not parts[1].isdigit():
+                        raise ValueError(f"{cand}:{lineno}: expected 4 tab-separated fields "
+                                         "(chunk, record index, split, story id)")
                     ids[(parts[0], int(parts[1]))] = parts[3]
             return ids
     return {}

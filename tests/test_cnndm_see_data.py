@@ -6,7 +6,6 @@ Synthetic chunks test the decoder and its errors; the real chunks of ../shared/d
 (skipped when absent) test the counts, the first canonical story and a dropped empty article.
 """
 import json
-import lzma
 import os
 import struct
 import subprocess
@@ -26,42 +25,7 @@ needs_see = pytest.mark.skipif(not (SEE / "bin" / "train_000.bin.xz").is_file(),
                                reason=f"See et al.'s chunks not found at {SEE}")
 
 
-# --- a minimal protobuf encoder, written independently of the decoder under test -------------------
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _ld(field: int, payload: bytes) -> bytes:  # a length-delimited field
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
-
-
-def example(**features) -> bytes:
-    """A serialised tf.train.Example with bytes features (a str value or a list of str values)."""
-    entries = b""
-    for key, values in features.items():
-        values = [values] if isinstance(values, str) else values
-        bytes_list = b"".join(_ld(1, v.encode("utf-8")) for v in values)
-        feature = _ld(1, bytes_list)
-        # an int64 feature beside it must be skipped: Feature.int64_list = 3 holding varint 7
-        entries += _ld(1, _ld(1, key.encode("utf-8")) + _ld(2, feature))
-    entries += _ld(1, _ld(1, b"n") + _ld(2, _ld(3, _varint(1 << 3 | 0) + _varint(7))))
-    return _ld(1, entries)
-
-
-def write_chunk(path: Path, records, compress=False) -> None:
-    data = b"".join(struct.pack("<q", len(r)) + r for r in records)
-    if compress:
-        with lzma.open(str(path) + ".xz", "wb") as f:
-            f.write(data)
-    else:
-        path.write_bytes(data)
+from tf_example_encoder import example, frame, write_chunk  # noqa: E402
 
 
 def _ex(i, article=None):
@@ -116,7 +80,7 @@ def test_convert_writes_aligned_lines_and_drops_empty_articles(chunks, tmp_path)
 def test_malformed_record_names_chunk_and_index(tmp_path, damage, message):
     d = tmp_path / "bin"
     d.mkdir()
-    good = b"".join(struct.pack("<q", len(r)) + r for r in [_ex(0), _ex(1), _ex(2)])
+    good = frame([_ex(0), _ex(1), _ex(2)])
     (d / "train_000.bin").write_bytes(damage(good))
     with pytest.raises(rsc.ChunkError, match=message.replace("(", r"\(").replace(")", r"\)")):
         rsc.convert(str(d), str(tmp_path / "out"), splits=["train"])

@@ -78,3 +78,61 @@ def test_reseeding_defers_to_fairseq_when_an_accelerator_is_present(monkeypatch)
     monkeypatch.setattr(torch, "manual_seed", lambda s: seen.append(s))
     utils.set_torch_seed(11)
     assert seen == [11]
+
+
+def test_checkpoint_copies_are_atomic(tmp_path, monkeypatch):
+    """A copy that dies halfway (here: an exception after half the bytes) leaves the destination
+    as it was, never truncated; a completed copy replaces it whole."""
+    import shutil
+
+    from fairseq.file_io import PathManager
+
+    src, dst = tmp_path / "checkpoint_1_4.pt", tmp_path / "checkpoint_last.pt"
+    src.write_bytes(b"new" * 1000)
+    dst.write_bytes(b"old checkpoint")
+    real = shutil.copyfile
+
+    def dies_halfway(a, b, *args, **kwargs):
+        with open(a, "rb") as f, open(b, "wb") as g:
+            g.write(f.read()[:1500])
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(shutil, "copyfile", dies_halfway)
+    try:
+        PathManager.copy(str(src), str(dst), overwrite=True)
+    except KeyboardInterrupt:
+        pass
+    assert dst.read_bytes() == b"old checkpoint"
+    monkeypatch.setattr(shutil, "copyfile", real)
+    assert PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == b"new" * 1000
+    assert not (tmp_path / "checkpoint_last.pt.tmp").exists()  # renamed into place
+
+
+def test_cpu_fp16_overflow_skips_the_update_instead_of_calling_cuda(monkeypatch):
+    """fairseq's overflow branch calls ``torch.tensor(0.0).cuda()``; without an accelerator the
+    wrapped train_step makes that the identity for the duration of the step, and restores
+    ``Tensor.cuda`` afterwards (also when the step raises)."""
+    import pytest
+    from fairseq.trainer import Trainer
+
+    from fairseq_acvi import compat
+
+    assert getattr(Trainer.train_step, "_acvi_cpu_overflow", False)
+    monkeypatch.setattr(compat, "_NO_ACCELERATOR", True)
+    seen = []
+
+    def fake_step(self, samples, raise_oom=False):
+        seen.append(torch.tensor(0.0).cuda())  # what fairseq's overflow branch does
+        raise OverflowError("after the cuda call")
+
+    wrapped = Trainer.train_step
+    monkeypatch.setattr(compat, "_no_accelerator", lambda: True)
+    # re-wrap a stand-in for fairseq's method with the same wrapper
+    monkeypatch.setattr(Trainer, "train_step", fake_step)
+    compat.cpu_fp16_overflow_recovery()
+    with pytest.raises(OverflowError):
+        Trainer.train_step(object(), [])
+    assert seen and seen[0].device.type == "cpu"
+    assert "cuda" not in torch.Tensor.__dict__  # restored
+    monkeypatch.setattr(Trainer, "train_step", wrapped)

@@ -21,18 +21,14 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_acvi.data.oov_markers import FAIRSEQ_SPECIALS, marker_position
+from fairseq_acvi.data.text_lines import read_text_lines
 
 
 def read_lines(path: str, allow_empty: bool = False) -> List[str]:
-    """Lines of a text file (no newline); an empty line raises ``ValueError`` naming file:line."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline
+    """Lines of a UTF-8 text file (no newline; LF or CRLF ends a line, a leading byte-order mark
+    is skipped); an empty line, or one that is not UTF-8, raises ``ValueError`` naming file:line."""
     out = []
-    for i, line in enumerate(lines, 1):
-        line = line.rstrip("\r")
+    for i, line in enumerate(read_text_lines(path, newline="lf"), 1):
         if not allow_empty and not line.strip():
             raise ValueError(f"{path}:{i}: empty line")
         out.append(line)

@@ -28,7 +28,6 @@ raises ``ValueError("<file>:<line>: …")``.
 """
 from __future__ import annotations
 
-import codecs
 import os
 import re
 from dataclasses import dataclass
@@ -39,6 +38,8 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset
 from torch import Tensor
+
+from fairseq_acvi.data.text_lines import read_text_lines
 
 _TOKEN_RE = re.compile(r"[^\s.,?!;:\"()\u0964\u0965]+|[,;:\"()]")
 _DROP = {".", "?", "!"}
@@ -165,18 +166,7 @@ def parse_babi_lines(lines: Sequence[str], path: str = "<string>", task: int = 0
 def read_lines(path: str) -> List[str]:
     """The lines of a UTF-8 text file (a leading byte-order mark skipped; LF, CRLF or CR ends a
     line). A line that is not UTF-8 raises ValueError naming ``path:line``."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    lines = []
-    for lineno, raw in enumerate(data.splitlines(), start=1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column "
-                             f"{e.start + 1}: {e.reason})") from None
-    return lines
+    return read_text_lines(path, newline="any")
 
 
 def parse_babi_file(path: str, task: int = 0) -> List[BabiExample]:

@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from fairseq_acvi.data.text_lines import read_text_lines
+
 LARGER, SMALLER, CORRECT, INVALID = "larger", "smaller", "correct", "invalid"
 HINTS = (LARGER, SMALLER, CORRECT, INVALID)
 QUESTION = "what is your guess ?"
@@ -419,67 +421,65 @@ def read_babi_games(path: Path, style: str = "joint") -> List[List[ParsedQA]]:
         rounds.append(Round(guess, hint))
         pending = None
 
-    with open(path, encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.rstrip("\n")
-            m = re.match(r"^(\d+) (.*)$", line)
-            if not m:
-                fail(lineno, f"expected 'ID text', got {line!r}")
-            nid, text = int(m.group(1)), m.group(2)
-            if nid == 1:
-                if split_guess is not None:
-                    fail(lineno, "previous game ended between a guess line and its hint line")
-                mo = _OPENING.match(text)
-                if not mo or not (is_number(mo.group(1)) and is_number(mo.group(2))):
-                    fail(lineno, f"a game must open with {opening_line('LOW', 'HIGH')!r}, got {text!r}")
-                low, high = int(mo.group(1)), int(mo.group(2))
-                if high <= low:
-                    fail(lineno, f"empty range [{low}, {high}]")
-                games.append([])
-                rounds, pending, expect_id = [], None, 2
-                continue
-            if nid != expect_id:
-                fail(lineno, f"line id {nid}, expected {expect_id} (or 1 to start a new game)")
-            expect_id += 1
-            if "\t" in text:
-                parts = text.split("\t")
-                if len(parts) != 3 or parts[0] != QUESTION:
-                    fail(lineno, f"question line must be '{QUESTION}<TAB>answer<TAB>ids'")
-                if pending is not None or split_guess is not None:
-                    fail(lineno, "question before the previous guess got its hint")
-                answer, sup = parts[1], parts[2].split()
-                if not all(s.isdigit() for s in sup):
-                    fail(lineno, f"supporting facts must be line ids, got {parts[2]!r}")
-                b = implied_bounds(low, high, rounds)
-                if not b.contains(answer):
-                    fail(lineno, f"answer {answer!r} outside the bounds [{b.lo}, {b.hi}] implied "
-                                 "by the history")
-                want = [str(i) for i in support_ids(b, style)]
-                if sup != want:
-                    fail(lineno, f"supporting facts {sup}, expected {want}")
-                games[-1].append(ParsedQA(History(low, high, list(rounds)), answer,
-                                          [int(s) for s in sup], lineno))
-                pending = (answer, lineno)
-                continue
-            if style == "joint":
-                mj = _JOINT.match(text)
-                if not mj:
-                    fail(lineno, f"expected 'i guess N larger|smaller .', got {text!r}")
-                close_round(lineno, mj.group(1), mj.group(2))
-            elif split_guess is None:
-                ms = _SPLIT_GUESS.match(text)
-                if not ms:
-                    fail(lineno, f"expected 'i guess N .', got {text!r}")
-                if pending is None or pending[0] != ms.group(1):
-                    fail(lineno, f"'i guess {ms.group(1)}' does not follow a question answered "
-                                 f"{ms.group(1)}")
-                split_guess = ms.group(1)
-            else:
-                mh = _SPLIT_HINT.match(text)
-                if not mh:
-                    fail(lineno, f"expected 'larger .' or 'smaller .', got {text!r}")
-                guess, split_guess = split_guess, None
-                close_round(lineno, guess, mh.group(1))
+    for lineno, line in enumerate(read_text_lines(path, newline="any"), 1):
+        m = re.match(r"^(\d+) (.*)$", line)
+        if not m:
+            fail(lineno, f"expected 'ID text', got {line!r}")
+        nid, text = int(m.group(1)), m.group(2)
+        if nid == 1:
+            if split_guess is not None:
+                fail(lineno, "previous game ended between a guess line and its hint line")
+            mo = _OPENING.match(text)
+            if not mo or not (is_number(mo.group(1)) and is_number(mo.group(2))):
+                fail(lineno, f"a game must open with {opening_line('LOW', 'HIGH')!r}, got {text!r}")
+            low, high = int(mo.group(1)), int(mo.group(2))
+            if high <= low:
+                fail(lineno, f"empty range [{low}, {high}]")
+            games.append([])
+            rounds, pending, expect_id = [], None, 2
+            continue
+        if nid != expect_id:
+            fail(lineno, f"line id {nid}, expected {expect_id} (or 1 to start a new game)")
+        expect_id += 1
+        if "\t" in text:
+            parts = text.split("\t")
+            if len(parts) != 3 or parts[0] != QUESTION:
+                fail(lineno, f"question line must be '{QUESTION}<TAB>answer<TAB>ids'")
+            if pending is not None or split_guess is not None:
+                fail(lineno, "question before the previous guess got its hint")
+            answer, sup = parts[1], parts[2].split()
+            if not all(s.isdigit() for s in sup):
+                fail(lineno, f"supporting facts must be line ids, got {parts[2]!r}")
+            b = implied_bounds(low, high, rounds)
+            if not b.contains(answer):
+                fail(lineno, f"answer {answer!r} outside the bounds [{b.lo}, {b.hi}] implied "
+                             "by the history")
+            want = [str(i) for i in support_ids(b, style)]
+            if sup != want:
+                fail(lineno, f"supporting facts {sup}, expected {want}")
+            games[-1].append(ParsedQA(History(low, high, list(rounds)), answer,
+                                      [int(s) for s in sup], lineno))
+            pending = (answer, lineno)
+            continue
+        if style == "joint":
+            mj = _JOINT.match(text)
+            if not mj:
+                fail(lineno, f"expected 'i guess N larger|smaller .', got {text!r}")
+            close_round(lineno, mj.group(1), mj.group(2))
+        elif split_guess is None:
+            ms = _SPLIT_GUESS.match(text)
+            if not ms:
+                fail(lineno, f"expected 'i guess N .', got {text!r}")
+            if pending is None or pending[0] != ms.group(1):
+                fail(lineno, f"'i guess {ms.group(1)}' does not follow a question answered "
+                             f"{ms.group(1)}")
+            split_guess = ms.group(1)
+        else:
+            mh = _SPLIT_HINT.match(text)
+            if not mh:
+                fail(lineno, f"expected 'larger .' or 'smaller .', got {text!r}")
+            guess, split_guess = split_guess, None
+            close_round(lineno, guess, mh.group(1))
     if split_guess is not None:
         raise ValueError(f"{path}: file ends between a guess line and its hint line")
     if not games:

@@ -25,6 +25,8 @@ import re
 from collections import Counter
 from typing import Container, Dict, Iterable, List, Sequence, Tuple
 
+from fairseq_acvi.data.text_lines import read_text_lines
+
 UNK = "<unk>"
 #: fairseq's implicit specials; they must not appear in dict.txt (fairseq adds them itself).
 FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
@@ -144,25 +146,24 @@ def read_vocab(dict_path: str) -> Tuple[List[str], int]:
     """
     words: List[str] = []
     n_markers = 0
-    with open(dict_path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.rstrip("\n").split(" ")
-            if len(parts) < 2 or not parts[0]:
-                raise ValueError(f"{dict_path}:{lineno}: expected 'word count', got {line!r}")
-            w = parts[0]
-            j = marker_position(w)
-            if j >= 0:
-                if j != n_markers:
-                    raise ValueError(f"{dict_path}:{lineno}: expected marker <unk-{n_markers}>, "
-                                     f"got {w}")
-                n_markers += 1
-            elif n_markers:
-                raise ValueError(f"{dict_path}:{lineno}: word {w!r} after the marker block "
-                                 "(markers must come last)")
-            elif w in FAIRSEQ_SPECIALS:
-                raise ValueError(f"{dict_path}:{lineno}: fairseq special {w} must not be listed")
-            else:
-                words.append(w)
+    for lineno, line in enumerate(read_text_lines(dict_path, newline="lf"), 1):
+        parts = line.split(" ")
+        if len(parts) < 2 or not parts[0]:
+            raise ValueError(f"{dict_path}:{lineno}: expected 'word count', got {line!r}")
+        w = parts[0]
+        j = marker_position(w)
+        if j >= 0:
+            if j != n_markers:
+                raise ValueError(f"{dict_path}:{lineno}: expected marker <unk-{n_markers}>, "
+                                 f"got {w}")
+            n_markers += 1
+        elif n_markers:
+            raise ValueError(f"{dict_path}:{lineno}: word {w!r} after the marker block "
+                             "(markers must come last)")
+        elif w in FAIRSEQ_SPECIALS:
+            raise ValueError(f"{dict_path}:{lineno}: fairseq special {w} must not be listed")
+        else:
+            words.append(w)
     if n_markers == 0:
         raise ValueError(f"{dict_path}: no <unk-j> position markers; write it with "
                          "data_scripts/prepare_cnndm.py")

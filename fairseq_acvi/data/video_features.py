@@ -29,6 +29,7 @@ padded frames (fairseq's ``encoder_padding_mask`` convention).
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import re
@@ -66,7 +67,8 @@ def read_caption_file(path: str) -> List[CaptionRecord]:
     """Read a ``VIDEO_ID<TAB>caption`` file; every non-final-newline line must be a valid record.
 
     Raises ValueError naming the file and line for a blank line, a line without exactly one tab, an
-    empty video id, or a caption with no tokens; FileNotFoundError when the file does not exist.
+    empty video id, a caption with no tokens, or bytes that are not UTF-8; FileNotFoundError when
+    the file does not exist. A leading UTF-8 byte-order mark is skipped.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"caption file not found: {path}")
@@ -74,6 +76,8 @@ def read_caption_file(path: str) -> List[CaptionRecord]:
     with open(path, "rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
             where = f"{path}:{line_no}"
+            if line_no == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]  # a byte-order mark is not part of the video id
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

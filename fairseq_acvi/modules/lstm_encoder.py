@@ -53,7 +53,8 @@ class BiLSTMEncoder(FairseqEncoder):
         if empty.any():
             raise ValueError(
                 f"{int(empty.sum())} empty source sentence(s) (only </s>) in the batch: the text "
-                "given to fairseq-preprocess has empty lines; remove them (grep -n '^$' FILE)")
+                "given to fairseq-preprocess (or typed into fairseq-interactive) has empty lines; "
+                "remove them (grep -n '^$' FILE)")
         x = self.embed_tokens(tokens)
         out = self.encode(x, (~pad).sum(1), pad)
         out["src_tokens"] = [tokens]

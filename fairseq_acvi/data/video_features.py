@@ -183,6 +183,38 @@ def padding_mask_from_lengths(lengths: torch.Tensor, max_len: Optional[int] = No
     return torch.arange(max_len, device=lengths.device)[None, :] >= lengths[:, None]
 
 
+def infer_feature_dim(feature_dir: str) -> int:
+    """The per-frame feature size D shared by every ``FEATURE_DIR/*.npy`` file of shape (frames, D).
+
+    Only the .npy headers are read. Raises FileNotFoundError when the folder is missing or holds no .npy
+    file, ValueError naming the files when a header is unreadable, not 2-D, or the sizes disagree (e.g.
+    1280 from EfficientNet-Lite0 next to 1024 from GoogLeNet). Used by the task when ``--feature-dim``
+    is 0 (its default): the model is then built for whatever the extraction wrote.
+    """
+    if not os.path.isdir(feature_dir):
+        raise FileNotFoundError(f"feature folder not found: {feature_dir}")
+    by_dim: Dict[int, str] = {}
+    for name in sorted(os.listdir(feature_dir)):
+        if not name.endswith(".npy") or name.endswith(".tmp.npy") or name.startswith("."):
+            continue
+        path = os.path.join(feature_dir, name)
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except Exception as err:
+            raise ValueError(f"cannot read feature file {path}: {err}") from None
+        if arr.ndim != 2:
+            raise ValueError(f"feature file {path} has shape {tuple(arr.shape)}; expected (frames, feature_dim)")
+        by_dim.setdefault(int(arr.shape[1]), path)
+    if not by_dim:
+        raise FileNotFoundError(f"no .npy feature files in {feature_dir} to take the feature size from "
+                                f"(extract them first, or pass --feature-dim D)")
+    if len(by_dim) > 1:
+        examples = "; ".join(f"{d}-d: {p}" for d, p in sorted(by_dim.items()))
+        raise ValueError(f"feature files in {feature_dir} disagree on the feature size ({examples}); "
+                         f"use one backbone for every video")
+    return next(iter(by_dim))
+
+
 class VideoFeatureStore:
     """Lazy, validated access to ``FEATURE_DIR/VIDEO_ID.npy`` (memory-mapped, read per item).
 

@@ -3,7 +3,8 @@ inference (docs/method.md §2, §3.2; ACVI paper §2.2, §4.2, App. B).
 
 Architecture (preset ``acvi_video_captioner_msvd``, the paper's set-up)::
 
-    x_i  = dropout_in(f_i)                           f_i: (B, F, D) frame features (D = 1024, pool5)
+    x_i  = dropout_in(f_i)                           f_i: (B, F, D) frame features (D from the data:
+                                                     1280 EfficientNet-Lite0, 1024 GoogLeNet pool5)
     h_i  = [→h_i ; ←h_i] = BiLSTM(x)                 (B, F, 1000) = 2 × 500, no embedding layer
     s_t  = LSTM(E y_{t-1}, feed_{t-1})               (B, 1000), E: 256-d word embeddings
     e_ti = vᵀ tanh(W_h h_i + W_s s_t + b)            W_h, W_s map to 100-d (``--attention-dim 100``)

@@ -4,7 +4,13 @@ Data folder (positional ``data``; ``data_scripts/prepare_msvd.sh`` builds it)::
 
     DATA/dict.txt                caption dictionary (lower-cased NLTK wordpunct tokens, --min-count)
     DATA/{train,valid,test}.tsv  ``VIDEO_ID<TAB>caption``, one caption a line
-    DATA/features/VIDEO_ID.npy   float array (frames, --feature-dim); --features-dir to read elsewhere
+    DATA/features/VIDEO_ID.npy   float array (frames, D); --features-dir to read elsewhere
+
+Feature size D. ``--feature-dim 0`` (the default) takes it from the feature files
+(:func:`~fairseq_acvi.data.video_features.infer_feature_dim`: 1280 for EfficientNet-Lite0, 1024 for
+GoogLeNet pool5, 4096 for VGG16 fc2, whatever ``data_scripts/extract_video_features.py`` wrote; every file
+must agree); the model records it (``encoder_embed_dim`` in the checkpoint), and a generation task that
+reads features of another size is refused with both sizes named. ``--feature-dim D`` insists on D.
 
 Items. By default every caption line is one item (one training pair); item id ``i`` = the ``i``-th line
 of ``{split}.tsv``. With ``--caption-eval-unique-videos`` every split except ``train`` has one item
@@ -53,7 +59,7 @@ from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING
 
-from fairseq_acvi.data.video_features import load_caption_dataset, padding_mask_from_lengths
+from fairseq_acvi.data.video_features import infer_feature_dim, load_caption_dataset, padding_mask_from_lengths
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +76,9 @@ class VideoCaptioningConfig(FairseqDataclass):
         "help": "folder of VIDEO_ID.npy feature files; relative paths are relative to the data folder"})
     max_frames: int = field(default=24, metadata={
         "help": "frames per video; files with more rows are reduced to this many equally spaced rows"})
-    feature_dim: int = field(default=1024, metadata={"help": "feature size per frame (1024: GoogLeNet pool5)"})
+    feature_dim: int = field(default=0, metadata={
+        "help": "feature size per frame; 0 (default): read it from the feature files (1280: EfficientNet-Lite0, "
+                "1024: GoogLeNet pool5)"})
     max_target_positions: int = field(default=1024, metadata={"help": "longest caption (tokens incl. eos)"})
     caption_eval_unique_videos: bool = field(default=False, metadata={
         "help": "one item per video (target: its first caption) in every split except 'train', "
@@ -126,6 +134,10 @@ class VideoCaptioningTask(FairseqTask):
                 f"caption dictionary not found: {dict_path} (build it with data_scripts/prepare_msvd.sh)")
         tgt_dict = Dictionary.load(dict_path)
         logger.info(f"[video_captioning] dictionary: {len(tgt_dict)} types")
+        if not cfg.feature_dim or cfg.feature_dim <= 0:
+            feature_dir = os.path.join(cfg.data, cfg.features_dir)
+            cfg.feature_dim = infer_feature_dim(feature_dir)
+            logger.info(f"[video_captioning] feature size {cfg.feature_dim} (from the files in {feature_dir})")
         return cls(cfg, tgt_dict)
 
     def feature_dir(self) -> str:

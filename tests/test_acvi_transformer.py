@@ -205,6 +205,19 @@ def test_k_samples_batched_equal_k_separate_passes(dictionary, stock, monkeypatc
     assert (singles[0] - singles[1]).abs().max() > 1e-3          # the samples differ
 
 
+def test_chunked_sample_average_equals_one_pass(dictionary, stock, monkeypatch):
+    """Above _MC_CHUNK_ELEMENTS the K samples go through the output layer in chunks: same values."""
+    import fairseq_acvi.models.acvi_transformer as at
+    model, _ = ours(dictionary, stock, "acvi", strict=False)
+    x = torch.randn(3, 4, 5, 16)                                   # (B, T, K, D)
+    with torch.no_grad():
+        one = model.decoder.mc_log_probs(x)
+        monkeypatch.setattr(at, "_MC_CHUNK_ELEMENTS", 3 * 4 * len(dictionary) * 2)   # chunks of 2
+        chunked = model.decoder.mc_log_probs(x)
+    assert torch.allclose(one, chunked, atol=1e-5)
+    assert torch.allclose(one.exp().sum(-1), torch.ones(3, 4), atol=1e-5)
+
+
 # -- incremental decoding and beams --------------------------------------------------------------------
 @pytest.mark.parametrize("context,k", [("soft", 0), ("acvi", 0), ("acvi", 3)])
 def test_incremental_equals_full_forward(dictionary, stock, monkeypatch, context, k):

@@ -45,8 +45,9 @@ from fairseq_acvi.modules.context import add_context_args
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
 
-#: above this many float32 elements (B·T·K·V) the K-sample average runs in chunks of samples
-_MC_CHUNK_ELEMENTS = 1 << 26
+#: above this many float32 elements (B·T·K·V; 512 MiB) the K-sample average runs in chunks of
+#: samples (validation batches; a beam-10 decode of 128 sentences at K = 10 and 8k words fits)
+_MC_CHUNK_ELEMENTS = 1 << 27
 
 LATENT_LAYERS = ("all", "last")
 

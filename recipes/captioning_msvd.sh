@@ -15,6 +15,8 @@
 #                       features. When VIDEOS holds only some clips, the caption files are cut to the
 #                       videos with features (data_scripts/subset_captions.py --valid-from-test), e.g.
 #                       VIDEOS=../shared/data/msvd/mlds_subset/video: 3 train + 2 test clips, a SMOKE test only
+#                       A clip that cannot be decoded stops the recipe after the others are extracted (the
+#                       error names it); rerunning keeps the finished .npy files (--skip-existing).
 #   MSVD_DIR            caption files (default ../shared/data/msvd)
 #   DATA_DIR            default data-bin/msvd_${FEATURES}; built by data_scripts/prepare_msvd.sh if missing
 #   SAVE_DIR            default checkpoints/captioning_msvd_${CONTEXT}[_smoke]

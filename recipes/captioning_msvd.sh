@@ -16,7 +16,7 @@
 #                       videos with features (data_scripts/subset_captions.py --valid-from-test), e.g.
 #                       VIDEOS=../shared/data/msvd/mlds_subset/video: 3 train + 2 test clips, a SMOKE test only
 #                       A clip that cannot be decoded stops the recipe after the others are extracted (the
-#                       error names it); rerunning keeps the finished .npy files (--skip-existing).
+#                       error names it); a rerun extracts again, keeping the finished .npy files.
 #   MSVD_DIR            caption files (default ../shared/data/msvd)
 #   DATA_DIR            default data-bin/msvd_${FEATURES}; built by data_scripts/prepare_msvd.sh if missing
 #   SAVE_DIR            default checkpoints/captioning_msvd_${CONTEXT}[_smoke]
@@ -74,7 +74,9 @@ LOG_INTERVAL="${LOG_INTERVAL:-50}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 # 1. data: captions, dictionary and features (24 frames x D per video)
-if [[ ! -f "$DATA_DIR/dict.txt" || ! -d "$DATA_DIR/features" ]]; then
+# (real features: until an extraction has finished without a failed clip, marked by .features_complete)
+if [[ ! -f "$DATA_DIR/dict.txt" || ! -d "$DATA_DIR/features" \
+      || ( "$FEATURES" == "real" && ! -f "$DATA_DIR/.features_complete" ) ]]; then
   case "$FEATURES" in
     synthetic)
       echo "[recipe] $DATA_DIR missing: captions + synthetic features with data_scripts/prepare_msvd.sh"
@@ -94,7 +96,8 @@ if [[ ! -f "$DATA_DIR/dict.txt" || ! -d "$DATA_DIR/features" ]]; then
         if [[ "$n_feat" -lt 100 ]]; then
           echo "[recipe] $n_feat videos: a SMOKE TEST of the pipeline on real features, not a captioner"
         fi
-      fi ;;
+      fi
+      touch "$DATA_DIR/.features_complete" ;;
     *) echo "[recipe] FEATURES must be synthetic or real, got '$FEATURES'" >&2; exit 1 ;;
   esac
 fi

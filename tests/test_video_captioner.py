@@ -517,3 +517,4 @@ def test_recipe_smoke_run_on_the_real_clips(shared_data, tmp_path):
     assert sorted(h.split("\t")[0] for h in hyps) == ["H-0", "H-1"]
     scores = json.loads((save / "scores.json").read_text())
     assert set(scores["test"]) == {"BLEU-4", "ROUGE-L", "CIDEr"}
+    assert (data / ".features_complete").is_file()  # a rerun skips the data step only after a clean extraction

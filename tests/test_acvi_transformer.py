@@ -179,6 +179,24 @@ def test_per_head_kl_matches_hand_computation(dictionary, stock):
     assert extra["losses"]["kl_mean_part"][1] == 0.0              # diagnostics: weight 0
 
 
+@pytest.mark.parametrize("mean", ["identity", "mlp"])
+def test_training_sample_carries_the_likelihood_gradient(dictionary, stock, mean):
+    """In training every latent layer draws c = m + √v ε: the likelihood alone (no KL) reaches
+    each layer's log σ² network (and μ's with --acvi-mean mlp) through the sample."""
+    model, _ = ours(dictionary, stock, "acvi", strict=False, acvi_mean=mean, acvi_logvar_init=-2.0)
+    model.train()
+    src, lengths, prev = batch(dictionary)
+    out = model(src, lengths, prev)
+    lp = model.get_normalized_probs(out, log_probs=True)
+    assert lp.dtype == torch.float32
+    (-lp[..., 5].sum()).backward()
+    for attn in model.decoder.latent_attn:
+        nets = [attn.acvi.logvar_net] + ([attn.acvi.mean_net] if mean == "mlp" else [])
+        for net in nets:
+            assert net[-1].weight.grad is not None and net[-1].weight.grad.abs().sum() > 0
+    assert len(model.decoder.latent_attn) == 2
+
+
 # -- the K-sample average ------------------------------------------------------------------------------
 def fixed_noise(eps_rows):
     """A stand-in for ACVIContext.draw that uses the given ε rows (K, d_h) at every position."""
@@ -269,6 +287,33 @@ def test_beam_reordering(dictionary, stock, context):
         buf = model.decoder.latent_attn[-1]._get_input_buffer(inc)
         assert buf["acvi_var"].shape[0] == 2 and buf["acvi_var"].dtype == torch.float32
         assert torch.equal(buf["acvi_var"][0], buf["acvi_var"][1])   # both rows: sentence 1
+
+
+def test_beamable_attention_equals_plain(dictionary, stock):
+    """fairseq's "beamable" encoder-decoder attention (set_beam_size: the keys, μ and σ² are kept
+    once per sentence, shared by its beam rows) gives what the plain path gives."""
+    model, _ = ours(dictionary, stock, "acvi", strict=False, acvi_logvar_init=0.0)
+    set_k(model, 0)
+    src, lengths, _ = batch(dictionary, B=2)
+    prev = torch.randint(dictionary.nspecial, len(dictionary), (4, 5),
+                         generator=torch.Generator().manual_seed(9))
+    prev[:, 0] = dictionary.eos()
+    outs = []
+    with torch.no_grad():
+        enc = model.encoder(src, src_lengths=lengths)
+        enc = model.encoder.reorder_encoder_out(enc, torch.tensor([0, 0, 1, 1]))
+        for beam in (1, 2):
+            for layer in model.decoder.layers:
+                layer.encoder_attn.set_beam_size(beam)
+            inc, steps = {}, []
+            for t in range(prev.size(1)):
+                steps.append(model.decoder(prev[:, :t + 1], encoder_out=enc, incremental_state=inc)[0])
+            outs.append(torch.cat(steps, 1))
+        buf = model.decoder.latent_attn[-1]._get_input_buffer(inc)
+        assert buf["acvi_mu"].shape[0] == 2                         # once per sentence
+        for layer in model.decoder.layers:
+            layer.encoder_attn.set_beam_size(1)
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)
 
 
 # -- the elbo criterion ------------------------------------------------------------------------------

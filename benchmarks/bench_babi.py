@@ -354,7 +354,7 @@ def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: i
                            device: str = "cpu"):
     """The t-MEM-NN training step's own work at one size: escort draw + `tied` divergence,
     forward and backward, as two autograd nodes (``sample`` then ``divergence``), as the one
-    Python node the criterion runs (``fused_divergence``) and, for ``polar`` on the CPU, as the
+    Python node a training forward runs (``sample_with_divergence``) and, for ``polar`` on the CPU, as the
     compiled kernel (``fairseq_acvi/csrc``); medians of interleaved repeats, in ms."""
     from fairseq_acvi.modules import cpu_kernel
     from fairseq_acvi.modules.student_t import StudentTMatrices
@@ -367,9 +367,8 @@ def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: i
             (post.sample() * w).sum().add(post.divergence(10.0, "tied") * 1e-6).backward()
 
         def fused():
-            with post.fused_divergence(10.0, "tied") as slot:
-                draw = post.sample()
-            (draw * w).sum().add(slot.value[0] * 1e-6).backward()
+            draw, div = post.sample_with_divergence(10.0, "tied")
+            (draw * w).sum().add(div.weighted * 1e-6).backward()
         fns = {"separate": without_kernel(separate), "fused": without_kernel(fused)}
         if sampler == "polar" and cpu_kernel.usable(post.mu) and cpu_kernel.load() is not None:
             fns["kernel"] = fused

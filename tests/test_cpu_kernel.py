@@ -165,26 +165,23 @@ def test_seeding_and_the_training_draw(kernel):
     torch.manual_seed(1)
     a = post.sample()
     torch.manual_seed(1)
-    with post.fused_divergence(10.0, "tied", weight=0.25) as slot:
-        b = post.sample()
+    b, div = post.sample_with_divergence(10.0, "tied", weight=0.25)
     torch.manual_seed(2)
     c = post.sample()
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert "PosteriorStep" in b.grad_fn.name() and "_PosteriorStepBackward" != b.grad_fn.name()
-    assert slot.value[0].item() == pytest.approx(0.25 * post.divergence(10.0, "tied").item(), rel=1e-5)
-    assert slot.divergence == pytest.approx(post.divergence(10.0, "tied").item(), rel=1e-5)
-    assert slot.nus == pytest.approx(post.nu_values())
+    assert div.weighted.item() == pytest.approx(0.25 * post.divergence(10.0, "tied").item(), rel=1e-5)
+    assert div.value == pytest.approx(post.divergence(10.0, "tied").item(), rel=1e-5)
+    assert div.nus == pytest.approx(post.nu_values())
     assert post.sample(3).grad_fn.name() == "_PosteriorDrawBackward"
     post64 = _posterior(3, 8, 12).double()
-    with post64.fused_divergence(10.0, "tied"):
-        assert post64.sample().grad_fn.name() == "_PosteriorStepBackward"
+    assert post64.sample_with_divergence(10.0, "tied")[0].grad_fn.name() == "_PosteriorStepBackward"
 
 
 def test_switched_off_or_unbuildable_falls_back_to_python(monkeypatch):
     post = _posterior(2, 6, 8)
     monkeypatch.setattr(cpu_kernel, "ENABLED", False)
-    with post.fused_divergence(10.0, "tied") as slot:
-        assert post.sample().grad_fn.name() == "_PosteriorStepBackward"
+    assert post.sample_with_divergence(10.0, "tied")[0].grad_fn.name() == "_PosteriorStepBackward"
     monkeypatch.setattr(cpu_kernel, "ENABLED", True)
     monkeypatch.setattr(cpu_kernel, "_state", {"module": None, "tried": False, "error": None})
 
@@ -193,9 +190,8 @@ def test_switched_off_or_unbuildable_falls_back_to_python(monkeypatch):
     monkeypatch.setattr("torch.utils.cpp_extension.load", broken)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with post.fused_divergence(10.0, "tied") as slot:
-            x = post.sample()
-    assert x.grad_fn.name() == "_PosteriorStepBackward" and len(slot.value) == 1
+        x, div = post.sample_with_divergence(10.0, "tied")
+    assert x.grad_fn.name() == "_PosteriorStepBackward" and div.weighted.dim() == 0
     assert any("could not build the t-MEM-NN CPU kernel" in str(w.message)
                and "no compiler here" in str(w.message) for w in caught)
 

@@ -50,9 +50,8 @@ def test_fused_posterior_step_on_cuda_equals_the_two_nodes(sampler, dtype):
     ref_div = post.divergence(10.0, "tied")
     g_ref = torch.autograd.grad((ref_draw * w).sum() + 0.3 * ref_div, params)
     torch.manual_seed(3)
-    with post.fused_divergence(10.0, "tied") as slot:
-        draw = post.sample()
-    div = slot.value[0]
+    draw, fused = post.sample_with_divergence(10.0, "tied")
+    div = fused.weighted
     assert draw.is_cuda and div.is_cuda and div.dtype == torch.float32
     assert torch.equal(draw, ref_draw)
     assert div.item() == pytest.approx(ref_div.item(), rel=1e-6)
@@ -68,10 +67,9 @@ def test_fused_posterior_step_in_half_on_cuda(sampler):
     from fairseq_acvi.modules.student_t import StudentTMatrices
     torch.manual_seed(0)
     post = StudentTMatrices(3, 40, 16, sigma_init=0.05, zero_rows=(1,), sampler=sampler).cuda().half()
-    with post.fused_divergence(10.0, "tied") as slot:
-        x = post.sample()
-    assert x.dtype == torch.float16 and slot.value[0].dtype == torch.float32
-    ((x.float() ** 2).sum() + slot.value[0] * 1e-3).backward()
+    x, div = post.sample_with_divergence(10.0, "tied")
+    assert x.dtype == torch.float16 and div.weighted.dtype == torch.float32
+    ((x.float() ** 2).sum() + div.weighted * 1e-3).backward()
     for p in (post.mu, post.rho, post.log_nu):
         assert p.grad.dtype == torch.float16 and torch.isfinite(p.grad).all()
 

@@ -334,7 +334,7 @@ def test_posterior_fused_divergence_equals_generic_path(mode):
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("mode,prior", [("seed", 10.0), ("seed", 3.0), ("tied", 10.0)])
 def test_draw_and_divergence_in_one_node_equal_the_two_nodes(sampler, mode, prior):
-    """The training step's fused node (draw + divergence, StudentTMatrices.fused_divergence)
+    """The training step's fused node (draw + divergence, StudentTMatrices.sample_with_divergence)
     gives the values and summed gradients of the separate draw and divergence nodes, for any
     weighting of the two outputs, and each output alone."""
     post = _random_posterior()
@@ -348,11 +348,10 @@ def test_draw_and_divergence_in_one_node_equal_the_two_nodes(sampler, mode, prio
         g_ref = torch.autograd.grad(a * (ref_draw * w).sum() + b * ref_div, params,
                                     allow_unused=True)
         torch.manual_seed(7)
-        with post.fused_divergence(prior, mode) as slot:
-            draw = post.sample()
-            assert post.sample() is not None and len(slot.value) == 1   # only the first fuses
-        assert post._divergence_slot is None and post.sample().grad_fn.name() == "_PosteriorDrawBackward"
-        div = slot.value[0]
+        draw, fused = post.sample_with_divergence(prior, mode)
+        assert post.sample().grad_fn.name() == "_PosteriorDrawBackward"   # a plain draw after it
+        div = fused.weighted
+        assert fused.value == pytest.approx(div.item()) and fused.nus == post.nu_values()
         assert draw.grad_fn.name() == "_PosteriorStepBackward"
         assert torch.equal(draw, ref_draw) and div.dtype == torch.float32
         assert div.item() == pytest.approx(ref_div.item(), rel=1e-7)
@@ -363,14 +362,16 @@ def test_draw_and_divergence_in_one_node_equal_the_two_nodes(sampler, mode, prio
         assert g[2][2] == 0 and g[2][:2].abs().min() > 0         # clamped log ν: no gradient
 
 
-def test_fused_divergence_slot_stays_empty_for_exact_and_evaluation_draws():
+def test_exact_mode_draws_then_computes_the_divergence_separately():
+    """``exact`` has no fused node: the same draw as sample() and weight·divergence()."""
     post = _random_posterior()
-    with post.fused_divergence(10.0, "exact") as slot:
-        post.sample()
-    assert slot.value == [] and post._divergence_slot is None
-    with post.fused_divergence(10.0, "tied") as slot:
-        post.sample(3)                                   # S draws (evaluation): not fused
-    assert slot.value == []
+    torch.manual_seed(3)
+    ref_draw, ref_div = post.sample(), post.divergence(10.0, "exact")
+    torch.manual_seed(3)
+    draw, div = post.sample_with_divergence(10.0, "exact", weight=0.5)
+    assert draw.grad_fn.name() == "_PosteriorDrawBackward" and torch.equal(draw, ref_draw)
+    assert div.weighted.item() == pytest.approx(0.5 * ref_div.item(), rel=1e-12)
+    assert div.value == pytest.approx(ref_div.item(), rel=1e-12)
 
 
 def test_python_digamma_matches_torch():
@@ -387,13 +388,12 @@ def test_fused_step_in_half_precision(sampler):
     in float32, returns the draw in half and a float32 divergence, and half gradients."""
     torch.manual_seed(0)
     post = StudentTMatrices(3, 6, 4, sigma_init=0.05, zero_rows=(1,), sampler=sampler).half()
-    with post.fused_divergence(10.0, "tied") as slot:
-        x = post.sample()
-    assert x.dtype == torch.float16 and slot.value[0].dtype == torch.float32
+    x, div = post.sample_with_divergence(10.0, "tied")
+    assert x.dtype == torch.float16 and div.weighted.dtype == torch.float32
     ref = StudentTMatrices(3, 6, 4, zero_rows=(1,)).to(torch.float32)
     ref.load_state_dict({k: v.float() for k, v in post.state_dict().items()})
-    assert slot.value[0].item() == pytest.approx(ref.divergence(10.0, "tied").item(), rel=1e-5)
-    ((x.float() ** 2).sum() + slot.value[0] * 1e-3).backward()
+    assert div.weighted.item() == pytest.approx(ref.divergence(10.0, "tied").item(), rel=1e-5)
+    ((x.float() ** 2).sum() + div.weighted * 1e-3).backward()
     for p in (post.mu, post.rho, post.log_nu):
         assert p.grad.dtype == torch.float16 and torch.isfinite(p.grad).all()
     assert (post.log_nu.grad != 0).all() and post.mu.grad[:, 1].abs().max() == 0

@@ -16,10 +16,11 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
 
-def answer_nll_and_correct(model, sample):
+def answer_nll_and_correct(model, sample, **forward_args):
     """Forward once: (Σ NLL, #correct, extra) for a bAbI sample; NLL in float32 (nats).
-    ``extra["right"]`` (B,) bool marks the questions answered right."""
-    lprobs, extra = model(**sample["net_input"])
+    ``extra["right"]`` (B,) bool marks the questions answered right; ``forward_args`` go to the
+    model's forward (e.g. ``divergence``, :class:`~fairseq_acvi.models.memn2n.MemN2NModel`)."""
+    lprobs, extra = model(**sample["net_input"], **forward_args)
     target = sample["target"]
     lprobs = lprobs.float()
     nll = F.nll_loss(lprobs, target, reduction="sum")

@@ -48,42 +48,23 @@ class TDivergenceCriterion(FairseqCriterion):
         if self.mode not in DIVERGENCES:
             raise ValueError(f"--t-divergence must be one of {DIVERGENCES}, got {self.mode!r}")
 
-    @staticmethod
-    def posterior(model):
-        """The model's StudentTMatrices, or a clear error for a model without one."""
-        post = getattr(model, "posterior", None)
-        if post is None:
-            raise ValueError("criterion t_divergence needs a model with Student-t posteriors "
-                             "(--arch t_memn2n); use --criterion qa_cross_entropy for memn2n")
-        return post
-
-    def divergence(self, model) -> torch.Tensor:
-        """Σ_Θ D_t(q(Θ) ‖ p(Θ)), scalar float32."""
-        return self.posterior(model).divergence(model.prior_dof, self.mode)
-
     def forward(self, model, sample, reduce=True):
         n = sample["target"].numel()
         train_size = getattr(self.task, "train_size", None)
         if not train_size:
             raise ValueError("t_divergence: the task does not report its training-set size")
         weight = self.beta * n / train_size
-        # a training forward draws once: the divergence is computed with that draw, in one
-        # autograd node, already multiplied by the weight (same value and gradients as
-        # weight * self.divergence(model); StudentTMatrices.fused_divergence)
-        post = self.posterior(model)
-        with post.fused_divergence(model.prior_dof, self.mode, weight) as slot:
-            nll, correct, extra = answer_nll_and_correct(model, sample)
-        if slot.value:
-            weighted, div_v, nus = slot.value[0], slot.divergence, slot.nus
-        else:
-            div = self.divergence(model)
-            weighted, div_v, nus = weight * div, log_value(div), None
-        loss = nll + weighted
-        nll_v = log_value(nll)
+        # the model returns weight·D_t (computed with a training forward's draw in one autograd
+        # node: StudentTMatrices.sample_with_divergence) and the fitted ν
+        nll, correct, extra = answer_nll_and_correct(model, sample,
+                                                     divergence=(self.mode, weight))
+        div = extra["divergence"]
+        loss = nll + div.weighted
+        nll_v, div_v = log_value(nll), div.value
         logging_output = {"loss": nll_v + weight * div_v, "nll_loss": nll_v,
                           "ncorrect": log_value(correct), "nsentences": n, "ntokens": n,
                           "sample_size": n, "divergence": div_v * n}
-        for name, nu in zip(model.names, post.nu_values() if nus is None else nus):
+        for name, nu in extra["nu"].items():
             logging_output[f"nu_{name}"] = nu * n
         logging_output.update(uncertainty_logs(extra))
         return loss, n, logging_output

@@ -35,7 +35,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from torch import Tensor
 
 from fairseq_acvi.modules import uncertainty as unc
-from fairseq_acvi.modules.student_t import SAMPLERS, StudentTMatrices
+from fairseq_acvi.modules.student_t import SAMPLERS, StudentTMatrices, WeightedDivergence
 
 TYING = ChoiceEnum(["layerwise", "adjacent"])
 EMPTY = ChoiceEnum(["mask", "attend"])
@@ -141,9 +141,14 @@ class MemN2NModel(BaseFairseqModel):
                                                      * self.cfg.init_std)
                                      for n in self.embedding_names()})
 
-    def embedding_tables(self, samples: Optional[int]) -> Tuple[Dict[str, Tensor], int]:
-        """name -> table: (V, d), or (S, V, d) for S draws; returns (tables, S)."""
-        return {n: w * self.keep for n, w in self.emb.items()}, 1
+    def embedding_tables(self, samples: Optional[int], divergence: Optional[Tuple[str, float]] = None
+                         ) -> Tuple[Dict[str, Tensor], int, Optional[WeightedDivergence]]:
+        """name -> table: (V, d), or (S, V, d) for S draws; returns (tables, S, divergence term
+        or None). ``divergence`` (mode, weight): see :meth:`forward`."""
+        if divergence is not None:
+            raise ValueError("criterion t_divergence needs a model with Student-t posteriors "
+                             "(--arch t_memn2n); use --criterion qa_cross_entropy for memn2n")
+        return {n: w * self.keep for n, w in self.emb.items()}, 1, None
 
     # ----------------------------------------------------------------- fairseq API
     @classmethod
@@ -166,8 +171,16 @@ class MemN2NModel(BaseFairseqModel):
         return None
 
     # ----------------------------------------------------------------- forward
-    def forward(self, story: Tensor, query: Tensor):
-        tables, S = self.embedding_tables(self.eval_samples())
+    def forward(self, story: Tensor, query: Tensor, divergence: Optional[Tuple[str, float]] = None):
+        """story (B, M, L), query (B, Lq) -> (log p̄ (B, V) float32, extra).
+
+        ``extra``: ``attn`` (B, hops, M), ``mem_mask``; in evaluation ``uncertainty`` (B, 3).
+        ``divergence`` = (mode, weight), asked for by the ``t_divergence`` criterion (t-MEM-NN
+        only): ``extra["divergence"]`` is then the :class:`WeightedDivergence` weight·D_t of the
+        posteriors (computed with a training forward's draw in one node) and ``extra["nu"]`` the
+        fitted ν per embedding name.
+        """
+        tables, S, div = self.embedding_tables(self.eval_samples(), divergence)
         logits, attn, mem_mask = self.memory_hops(story, query, tables, S)
         lp = torch.log_softmax(logits.float(), dim=-1)                    # (S·B, V)
         per_draw = None
@@ -177,6 +190,8 @@ class MemN2NModel(BaseFairseqModel):
             lp = torch.logsumexp(per_draw, dim=0) - math.log(S)           # mean of probabilities
             attn = attn.view(S, B, *attn.shape[1:]).mean(0)
         extra = {"attn": attn, "mem_mask": mem_mask}
+        if div is not None:
+            extra["divergence"], extra["nu"] = div, dict(zip(self.names, div.nus))
         if not self.training:
             # (B, 3): H[p̄], E_s H[p_s], mutual information of the S draws (docs/uncertainty.md)
             extra["uncertainty"] = (unc.single(lp) if per_draw is None
@@ -302,7 +317,7 @@ class TMemN2NModel(MemN2NModel):
 
     Training: one escort draw per forward. Evaluation: mc_samples draws averaged in probability
     space, or the posterior mean. ``posterior`` (StudentTMatrices) stacks the matrices named
-    ``names``; the criterion asks it for the divergence.
+    ``names``; the forward returns the divergence when the criterion asks for it.
     """
 
     def build_embeddings(self):
@@ -334,14 +349,23 @@ class TMemN2NModel(MemN2NModel):
     def eval_samples(self) -> Optional[int]:
         return None if self.training else self.mc_samples
 
-    def embedding_tables(self, samples: Optional[int]) -> Tuple[Dict[str, Tensor], int]:
+    def embedding_tables(self, samples: Optional[int], divergence: Optional[Tuple[str, float]] = None
+                         ) -> Tuple[Dict[str, Tensor], int, Optional[WeightedDivergence]]:
+        div = None
         if samples is None:                                   # training: one escort draw
-            w, S = self.posterior.sample().unbind(0), 1
+            if divergence is None:
+                w = self.posterior.sample()
+            else:                                             # the draw and weight·D_t in one node
+                w, div = self.posterior.sample_with_divergence(self.prior_dof, *divergence)
+            w, S = w.unbind(0), 1
         elif samples == 0:                                    # posterior mean
             w, S = self.posterior.mean().unbind(0), 1
         else:                                                 # (S, n, V, d) -> per name (S, V, d)
             w, S = self.posterior.sample(samples).unbind(1), samples
-        return dict(zip(self.names, w)), S
+        if divergence is not None and div is None:            # evaluation: D_t of the posterior
+            mode, weight = divergence
+            div = self.posterior.weighted(self.posterior.divergence(self.prior_dof, mode), weight)
+        return dict(zip(self.names, w)), S, div
 
 
 register_model("memn2n", dataclass=MemN2NConfig)(MemN2NModel)

@@ -38,7 +38,7 @@ Three forms of the divergence (``--t-divergence``):
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -552,46 +552,18 @@ class _PosteriorStep(torch.autograd.Function):
         return (g_mu, g_rho, g_log_nu) + (None,) * (5 + ctx.n_noise)
 
 
-class _DivergenceSlot:
-    """Where :meth:`StudentTMatrices.sample` leaves a fused divergence.
+class WeightedDivergence(NamedTuple):
+    """A divergence term as :meth:`StudentTMatrices.sample_with_divergence` returns it.
 
-    Set by :meth:`StudentTMatrices.fused_divergence`: ``prior_dof`` (None: tied) and ``weight``
-    (a factor the divergence comes multiplied by, e.g. the criterion's B/N). Filled by the draw:
-    ``value`` [] or [weight·D] (float32 scalar in the graph); ``divergence`` D for logging (a
-    Python float on the CPU, a detached tensor elsewhere); ``nus`` the n values of ν as Python
-    floats, or None (then ask :meth:`StudentTMatrices.nu_values`).
+    ``weighted``: weight·D, float32 scalar in the graph (D = Σ over the matrices of
+    D_t(q ‖ prior), what :meth:`StudentTMatrices.divergence` gives); ``value``: D for logging (a
+    Python float on the CPU, a detached tensor elsewhere); ``nus``: the n degrees of freedom as
+    Python floats.
     """
 
-    __slots__ = ("prior_dof", "weight", "value", "divergence", "nus")
-
-    def __init__(self, prior_dof: Optional[float], weight: float = 1.0):
-        self.prior_dof, self.weight = prior_dof, float(weight)
-        self.value, self.divergence, self.nus = [], None, None
-
-    def fill(self, weighted: Tensor, divergence, nus: Optional[List[float]] = None):
-        self.value.append(weighted)
-        self.divergence, self.nus = divergence, nus
-
-
-class _FusedDivergence:
-    """The context of :meth:`StudentTMatrices.fused_divergence`: sets the posterior's slot (a
-    plain attribute, not nn.Module.__setattr__, which costs microseconds per step) when the
-    mode has a fused form, and clears it on exit."""
-
-    __slots__ = ("post", "slot", "active")
-
-    def __init__(self, post, slot: _DivergenceSlot, active: bool):
-        self.post, self.slot, self.active = post, slot, active
-
-    def __enter__(self) -> _DivergenceSlot:
-        if self.active:
-            self.post.__dict__["_divergence_slot"] = self.slot
-        return self.slot
-
-    def __exit__(self, *exc):
-        if self.active:
-            self.post.__dict__["_divergence_slot"] = None
-        return False
+    weighted: Tensor
+    value: Union[float, Tensor]
+    nus: List[float]
 
 
 class StudentTMatrices(nn.Module):
@@ -605,7 +577,7 @@ class StudentTMatrices(nn.Module):
 
     ``sample`` and the ``seed`` / ``tied`` divergences run as single fused autograd nodes
     (:class:`_PosteriorDraw`, :class:`_SeedDivergence`), and a training step's draw and
-    divergence as one node (:meth:`fused_divergence`, :class:`_PosteriorStep`); ``exact`` uses
+    divergence as one node (:meth:`sample_with_divergence`, :class:`_PosteriorStep`); ``exact`` uses
     the generic path. For float32 CPU parameters and the ``polar`` sampler, every single draw
     (s None) runs in the compiled kernel of :mod:`~fairseq_acvi.modules.cpu_kernel` instead of
     :class:`_PosteriorStep` / :class:`_PosteriorDraw` (same maths, its own noise generator).
@@ -626,7 +598,6 @@ class StudentTMatrices(nn.Module):
             keep[r] = 0.0
         self.register_buffer("keep", keep, persistent=False)
         self.n_keep = float(keep.sum()) * dim            # N: elements per matrix in the divergence
-        self._divergence_slot: Optional[_DivergenceSlot] = None
 
     def set_sampler(self, sampler: str):
         if sampler not in SAMPLERS:
@@ -663,26 +634,46 @@ class StudentTMatrices(nn.Module):
 
     def sample(self, s: Optional[int] = None) -> Tensor:
         """Escort draws (D 61): (n, V, d), or (s, n, V, d) when s is given, in μ's dtype
-        (computed in float32 when the parameters are half precision).
+        (computed in float32 when the parameters are half precision)."""
+        return self._draw(s, None)[0]
 
-        Inside :meth:`fused_divergence`, the first single draw (s None) also computes the
-        divergence in the same autograd node and leaves it in the slot: the compiled CPU kernel
+    def sample_with_divergence(self, prior_dof: float, mode: str,
+                               weight: float = 1.0) -> Tuple[Tensor, WeightedDivergence]:
+        """One training draw (n, V, d) and weight·D, the divergence to the prior t(0, I, ν_p)
+        (``mode``: seed | tied | exact, docs/method.md §4.2).
+
+        For ``seed`` and ``tied`` the draw and the divergence are one autograd node (faster; the
+        same draw as :meth:`sample` for the same seed, and the same value and gradients as
+        ``weight * divergence(prior_dof, mode)``): the compiled CPU kernel
         (:mod:`~fairseq_acvi.modules.cpu_kernel`) for float32 CPU parameters and the ``polar``
-        sampler, else :class:`_PosteriorStep` (the same distribution; the kernel draws its
-        uniforms with its own generator, seeded from torch's).
+        sampler, else :class:`_PosteriorStep`. ``exact`` has no fused form: a draw, then
+        :meth:`divergence`.
         """
-        slot = self._divergence_slot
-        fused = s is None and slot is not None and not slot.value
+        if mode not in ("seed", "tied"):
+            draw, div = self.sample(), self.divergence(prior_dof, mode)
+            return draw, self.weighted(div, weight)
+        draw, fused = self._draw(None, (None if mode == "tied" else float(prior_dof), float(weight)))
+        return draw, fused
+
+    def weighted(self, div: Tensor, weight: float) -> WeightedDivergence:
+        """A divergence D (float32 scalar) computed by :meth:`divergence` as a
+        :class:`WeightedDivergence`."""
+        return WeightedDivergence(weight * div, div.item() if div.device.type == "cpu"
+                                  else div.detach(), self.nu_values())
+
+    def _draw(self, s: Optional[int], fused: Optional[Tuple[Optional[float], float]]):
+        """(draws, WeightedDivergence or None); ``fused`` = (prior ν or None for tied, weight)
+        asks for the divergence in the node of a single draw (s None)."""
         if s is None and self.sampler == "polar" and cpu_kernel.usable(self.mu, self.rho):
             # every single draw goes through the kernel (with the divergence weighted by 0 when
-            # not fused), so a seed gives the same draw with or without the fused divergence
+            # not asked for), so a seed gives the same draw with or without the divergence
             res = cpu_kernel.posterior_step(self.mu, self.rho, self.log_nu, self.keep,
-                                            self.n_keep, slot.prior_dof if fused else None,
-                                            slot.weight if fused else 0.0)
+                                            self.n_keep, fused[0] if fused else None,
+                                            fused[1] if fused else 0.0)
             if res is not None:
-                if fused:
-                    slot.fill(res[1], res[2], res[3])
-                return res[0]
+                if fused is None:
+                    return res[0], None
+                return res[0], WeightedDivergence(res[1], res[2], list(res[3]))
         shape = self.mu.shape if s is None else torch.Size((s,)) + self.mu.shape
         dt = self._compute_dtype()
         with torch.no_grad():
@@ -691,28 +682,14 @@ class StudentTMatrices(nn.Module):
             noise = escort_noise(nu3, shape)
         else:
             noise = polar_noise(shape, dt, self.mu.device)
-        if fused:
+        if fused is not None:
+            prior, weight = fused
             out, div = _PosteriorStep.apply(self.mu.to(dt), self.rho.to(dt), self.log_nu.to(dt),
-                                            self.keep, self.n_keep, slot.prior_dof, nu3,
+                                            self.keep, self.n_keep, prior, nu3,
                                             self.sampler, *noise)
-            slot.fill(div * slot.weight, div.item() if div.device.type == "cpu" else div.detach())
-            return out.to(self.mu.dtype)
+            return out.to(self.mu.dtype), self.weighted(div, weight)
         return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
-                                    self._sigma_value(self.rho.to(dt)), self.sampler, *noise)
-
-    def fused_divergence(self, prior_dof: float, mode: str, weight: float = 1.0):
-        """Compute the divergence with the next training draw, in one node (faster).
-
-        ``with post.fused_divergence(ν_p, mode, weight) as slot: <forward>``, then
-        ``slot.value`` is ``[weight·D]`` (D the float32 scalar :meth:`divergence` would give, in
-        the same graph as the draw) if the forward made a single draw, else ``[]`` (evaluation
-        with S draws, the posterior mean, or ``exact`` mode, which has no fused form): compute
-        it then with :meth:`divergence`. ``slot.divergence`` and ``slot.nus`` carry D and ν for
-        logging (:class:`_DivergenceSlot`). The slot lives only inside the block, so a value
-        never outlives the parameters it was computed from.
-        """
-        return _FusedDivergence(self, _DivergenceSlot(None if mode == "tied" else float(prior_dof),
-                                                      weight), mode in ("seed", "tied"))
+                                    self._sigma_value(self.rho.to(dt)), self.sampler, *noise), None
 
     def divergence(self, prior_dof: float, mode: str) -> Tensor:
         """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32

@@ -5,8 +5,9 @@ Prints, on the same synthetic batches, at the same size (by default ``acvi_trans
   * training target words/s (one Adam-free SGD step on NLL + Σ weight·term, as the ``elbo``
     criterion computes it) of acvi_transformer with ``soft`` and ``acvi`` contexts, relative to
     fairseq's ``transformer`` (target: acvi ≥ 0.9×);
-  * decoding sentences/s (beam search, fixed output length so that both do the same number of
-    steps) of the ACVI model with K = 10 Monte-Carlo samples relative to K = 1 (target ≥ 0.5×).
+  * decoding sentences/s (beam search, fixed output length so that all do the same number of
+    steps) of the ACVI model with K = 10 Monte-Carlo samples relative to K = 1 (target ≥ 0.5×),
+    and with K = 0 (the mean context) relative to fairseq's transformer (the adapter's overhead).
 Timings are interleaved (the order rotates every round) and reported as medians.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_transformer.py [--rounds 7] [--batch 32] [--len 25]
@@ -103,25 +104,33 @@ def main():
         print(f"{k:<20} {wps[k]:9.0f} {wps[k] / base:10.3f}")
     print(f"acvi / fairseq-transformer = {wps['acvi'] / base:.3f}  (target ≥ 0.9)")
 
-    model = models["acvi"].eval()
+    # decoding: freshly initialised models (the training rounds' SGD steps on one batch may
+    # leave a model with non-finite outputs, which beam search cannot finish)
+    torch.manual_seed(1)
+    model = ours(d, a, "acvi").eval()
     src, lengths, _, _ = batch(d, a.decode_sentences, a.len, 1)
-    gen = SequenceGenerator([model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.len,
-                            min_len=a.len)
+    gens = {name: SequenceGenerator([m.eval()], d, beam_size=a.beam, max_len_a=0,
+                                    max_len_b=a.len, min_len=a.len)
+            for name, m in (("acvi", model), ("fairseq", fairseq_transformer(d, a)))}
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
-    dec = {1: [], 10: []}
+    runs = [("acvi", 1), ("acvi", 10), ("acvi", 0), ("fairseq", None)]
+    dec = {r: [] for r in runs}
     with torch.no_grad():
-        for K in (1, 10):  # warm-up
-            set_k(model, K)
-            gen.forward(sample)
+        for name, K in runs:  # warm-up
+            set_k(model, K or 0)
+            gens[name].forward(sample)
         for r in range(a.decode_rounds):
-            for K in ((1, 10) if r % 2 == 0 else (10, 1)):
-                set_k(model, K)
-                dec[K].append(timed(lambda: gen.forward(sample)))
-    sps = {K: a.decode_sentences / statistics.median(v) for K, v in dec.items()}
+            for name, K in runs[r % len(runs):] + runs[: r % len(runs)]:
+                set_k(model, K or 0)
+                dec[(name, K)].append(timed(lambda: gens[name].forward(sample)))
+    sps = {r: a.decode_sentences / statistics.median(v) for r, v in dec.items()}
     print(f"# decoding: {a.decode_sentences} sentences, beam {a.beam}, {a.len} steps, "
           f"{a.decode_rounds} rounds; medians")
-    print(f"K=1: {sps[1]:.2f} sent/s   K=10: {sps[10]:.2f} sent/s   "
-          f"K=10 / K=1 = {sps[10] / sps[1]:.3f}  (target ≥ 0.5)")
+    print(f"fairseq transformer: {sps[('fairseq', None)]:.2f} sent/s   acvi K=0: "
+          f"{sps[('acvi', 0)]:.2f} sent/s ({sps[('acvi', 0)] / sps[('fairseq', None)]:.3f}×)")
+    k1, k10 = sps[("acvi", 1)], sps[("acvi", 10)]
+    print(f"K=1: {k1:.2f} sent/s   K=10: {k10:.2f} sent/s   K=10 / K=1 = {k10 / k1:.3f}  "
+          f"(target ≥ 0.5)")
 
 
 if __name__ == "__main__":

@@ -156,14 +156,14 @@ def test_per_head_kl_matches_hand_computation(dictionary, stock):
         pad = enc["encoder_padding_mask"][0]                        # (B, N)
         q = attn_mod.q_proj(query) * hd ** -0.5                     # (T, B, D)
         k, v = attn_mod.k_proj(h), attn_mod.v_proj(h)               # (N, B, D)
-        var = attn_mod.acvi.logvar_net(v).clamp(-20, 10).exp()      # (N, B, D)
         kl_hand = torch.zeros(B, T)
         for hh in range(H):
             sl = slice(hh * hd, (hh + 1) * hd)
             s = torch.einsum("tbd,nbd->btn", q[..., sl], k[..., sl])
             a = s.masked_fill(pad[:, None, :], float("-inf")).softmax(-1)    # (B, T, N)
             m = torch.einsum("btn,nbd->btd", a, v[..., sl])
-            vv = torch.einsum("btn,nbd->btd", a ** 2, var[..., sl])
+            var = attn_mod.acvi.logvar_net(v[..., sl]).clamp(-20, 10).exp()   # (N, B, d_h)
+            vv = torch.einsum("btn,nbd->btd", a ** 2, var)
             kl_hand += 0.5 * (m ** 2 + vv - 1 - vv.log()).sum(-1)
     kl_hand = (kl_hand * prev.ne(dictionary.pad())).sum()
     kl, weight = extra["losses"]["kl"]

@@ -121,6 +121,8 @@ class ACVITransformerDecoder(TransformerDecoder):
         x (B, T, D) -> log softmax (B, T, V);  x (B, T, K, D) -> log (1/K) Σ_k softmax_k (B, T, V).
         The K samples go through the output projection together (in chunks of samples only when
         B·T·K·V exceeds ``_MC_CHUNK_ELEMENTS``)."""
+        if x.dim() == 4 and x.size(2) == 1:     # one sample: nothing to average
+            x = x.squeeze(2)
         if x.dim() == 3:
             return utils.log_softmax(self.output_layer(x), dim=-1)
         B, T, K = x.shape[:3]

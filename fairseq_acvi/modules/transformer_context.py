@@ -4,17 +4,18 @@
 parameters, same state-dict names, same cached static keys) with the context of every head
 inferred by one of the package's context-inference variants (``--context-inference``):
 
-* ``soft``: fairseq's own forward, unchanged (c^h = Σ_i a^h_i v^h_i, §2.1 per head);
+* ``soft``: fairseq's own forward, unchanged (c^h = Σ_i a^h_i u^h_i, §2.1 per head);
 * ``acvi``: per head h, the context is latent with the Gaussian of §2.2 built on that head's
-  attention weights a^h (B·H, T, N) and values v^h_i = (W_v h_i)^h (head dim d_h = D / H):
+  attention weights a^h (B·H, T, N) and values u^h_i = (W_v h_i)^h (head dim d_h = D / H):
 
-      m^h_t = Σ_i a^h_ti μ(v_i)^h,   v^h_t = Σ_i (a^h_ti)² σ²(v_i)^h,   c^h_t = m^h_t + √v^h_t ⊙ ε
-      KL_t  = Σ_h ½ Σ_d (m^h_td² + v^h_td − 1 − log v^h_td)
+      m^h_t = Σ_i a^h_ti μ(u^h_i),   v^h_t = Σ_i (a^h_ti)² σ²(u^h_i),   c^h_t = m^h_t + √v^h_t ⊙ ε
+      KL_t  = Σ_h ½ Σ_d ((m^h_td)² + v^h_td − 1 − log v^h_td)
 
-  μ and σ² are :class:`~fairseq_acvi.modules.context.acvi.ACVIContext`'s networks applied to the
-  whole value vector W_v h_i (D → D, then split into heads), its moments, KL, free bits, schedule
-  (β, delay, warm-up, cycles) and sampler are reused as they are. The heads' samples are
-  concatenated and go through W_o (``out_proj``) like fairseq's.
+  μ and σ² are one :class:`~fairseq_acvi.modules.context.acvi.ACVIContext` of width d_h (§2.2
+  with the head's value u^h_i as the annotation: μ = identity by default, log σ² = an MLP with
+  one d_h-wide hidden layer, P 18), shared by the layer's heads; its moments, KL, free bits,
+  schedule (β, delay, warm-up, cycles) and sampler are reused as they are. The heads' samples
+  are concatenated and go through W_o (``out_proj``) like fairseq's.
 
 Which layer samples what (``--acvi-latent-layers``, set by the decoder):
 
@@ -66,7 +67,8 @@ class ContextMultiheadAttention(MultiheadAttention):
         if variant == "acvi" and latent:
             if getattr(args, "acvi_sampler", "gaussian") != "gaussian":
                 raise ValueError("acvi_transformer: --acvi-sampler gumbel is not supported")
-            self.acvi = build_context(args, embed_dim, embed_dim, embed_dim)
+            d_h = embed_dim // num_heads
+            self.acvi = build_context(args, d_h, d_h, d_h)
         #: the top layer: at evaluation it returns K samples (T, B, K, D) instead of the mean
         self.sample_output = False
         #: per-token loss terms of the latest full-sequence forward: name -> (B, T) float32
@@ -151,10 +153,9 @@ class ContextMultiheadAttention(MultiheadAttention):
                     -1, self.beam_size, key_padding_mask.size(1))[:, 0, :]
         N, B_ = key.size(0), key.size(1)
         k = self.k_proj(key).view(N, B_ * H, hd).transpose(0, 1)       # (B'·H, N, d_h)
-        vals = self.v_proj(key).transpose(0, 1)                        # (B', N, D)
-        mu, var = self.acvi.value_moments(vals)                        # (B', N, D) float32
-        split = lambda x: x.view(B_, N, H, hd).transpose(1, 2)         # noqa: E731 (B', H, N, d_h)
-        mu4, var4 = split(mu).contiguous(), split(var).contiguous()
+        vals = self.v_proj(key).view(N, B_, H, hd).permute(1, 2, 0, 3)  # (B', H, N, d_h)
+        mu4, var4 = self.acvi.value_moments(vals)                      # (B', H, N, d_h) float32
+        mu4, var4 = mu4.contiguous(), var4.contiguous()
         if incremental_state is not None:
             self._set_input_buffer(incremental_state, {
                 "prev_key": k.reshape(B_, H, N, hd), "acvi_mu": mu4, "acvi_var": var4,

@@ -16,13 +16,14 @@
 #   SYSTEMS="transformer soft acvi" SEEDS="1 2 3" bash recipes/mt_transformer_multi30k.sh [extra fairseq-train args]
 #
 # Cost (measured 2026-11-26 with the smoke run below, one thread each, on a 2-core machine shared
-# with two other training jobs (load ≈ 4-5): pessimistic): training ran at ~550-690 target words/s
-# for fairseq's transformer and the soft model and ~420-500 for ACVI (benchmarks/bench_transformer.py,
-# interleaved on the same machine: ACVI 0.96× fairseq's transformer). An epoch of Multi30K is
-# 29,000 pairs, 389,706 German target tokens (</s> included): ~10-15 minutes; MAX_EPOCH=30 is then
-# 5-8 hours of training per run, plus the beam-10 decoding of three 1,000-sentence splits (ACVI
-# averages K = 10 samples: 0.23× the speed of K = 1 on a CPU, benchmarks/bench_transformer.py). The full
-# 3 systems × 3 seeds is about 2-3 days of one core; on a GPU, an hour or two.
+# with two other training jobs (load ≈ 4-5): pessimistic): after the first update, training ran at
+# 550-690 target words/s for fairseq's transformer, 600-630 for the soft model and 630-810 for ACVI
+# (the load varied; benchmarks/bench_transformer.py, interleaved: ACVI 0.97-1.00× fairseq's
+# transformer). An epoch of Multi30K is 29,000 pairs, 389,706 German target tokens (</s> included):
+# 8-12 minutes; MAX_EPOCH=30 is then 4-6 hours of training per run, plus the beam-10 decoding of
+# three 1,000-sentence splits (ACVI averages K = 10 samples: 0.26-0.32× the speed of K = 1 on a
+# CPU, benchmarks/bench_transformer.py). The full 3 systems × 3 seeds is about two days of one core
+# (one day on two); on a GPU, an hour or two.
 # In the smoke run fairseq's transformer and the soft model (same seed) logged identical losses
 # (13.565, 13.676, 13.592; valid 13.594): the soft model is fairseq's transformer.
 # The hyper-parameters (LR, WARMUP, MAX_EPOCH) are fairseq's IWSLT transformer recipe scaled down to

@@ -359,9 +359,12 @@ def test_elbo_with_fairseq_transformer(dictionary, stock):
     assert set(log) == {"loss", "nll_loss", "ntokens", "nsentences", "sample_size"}
 
 
-def test_unsupported_variant_is_refused(dictionary):
+def test_unsupported_options_are_refused(dictionary):
     args = argparse.Namespace(context_inference="structured", **SIZES)
     with pytest.raises(ValueError, match="soft, acvi"):
+        ACVITransformerModel.build_model(args, _Task(dictionary))
+    args = argparse.Namespace(context_inference="acvi", context_ablation="zero", **SIZES)
+    with pytest.raises(ValueError, match="context-ablation"):
         ACVITransformerModel.build_model(args, _Task(dictionary))
 
 

@@ -187,6 +187,8 @@ class ACVITransformerModel(TransformerModel):
             raise ValueError("acvi_transformer does not support --adaptive-softmax-cutoff")
         if getattr(args, "cross_self_attention", False):
             raise ValueError("acvi_transformer does not support --cross-self-attention")
+        if getattr(args, "context_ablation", None) not in (None, "none"):
+            raise ValueError("acvi_transformer does not support --context-ablation (LSTM models only)")
         if args.mc_samples < 0:
             raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
         cls._ctx_args = args

@@ -1,7 +1,7 @@
 // t-MEM-NN training step on the CPU: polar escort draw (docs/method.md §4.2, D 61-62) and the
 // (D 56) t-divergence of n stacked Student-t matrices, forward and backward, in one autograd node.
 //
-// The same maths as fairseq_acvi/modules/student_t.py (_PosteriorStep with sampler "polar"),
+// The same maths as fairseq_acvi/modules/student_t/fused.py (_PosteriorStep with sampler "polar"),
 // which is the reference this kernel is tested against (tests/test_cpu_kernel.py):
 //
 //   per matrix i:  nu = exp(clamp(log_nu, -7, 12)) + 1e-3,   a = 2/(nu+1),

@@ -351,6 +351,24 @@ def test_variational_terms_use_the_real_target_of_a_cut_summary():
     assert float(log["kl"]) != pytest.approx(default["kl"], rel=1e-3, abs=0)
 
 
+def test_models_say_what_a_forward_needs_from_the_gold_target():
+    """ContextSeq2SeqModel.training_inputs: what the elbo criterion calls the model with."""
+    import test_seq2seq_model as s2s_tests
+
+    pg, d = build_model("soft")
+    src, lengths, prev = _batch(d)
+    target = pg.decoder._targets(prev)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
+              "target": target}
+    got = pg.training_inputs(sample)
+    assert got["score_target"] is True and got["target"] is target      # scores the gold tokens
+    assert {k: got[k] for k in sample["net_input"]} == sample["net_input"]
+    for variant, extra in (("soft", set()), ("variational", {"target"})):
+        model, _ = s2s_tests.build_model(variant)
+        assert set(model.training_inputs(sample)) - set(sample["net_input"]) == extra
+    assert "target" not in sample["net_input"]                          # the sample is not changed
+
+
 # -- scoring the gold tokens only (training and validation through the elbo criterion) --------------
 def test_target_only_mixture_equals_the_gathered_full_mixture():
     from fairseq_acvi.modules.copy_generator import copy_mixture_target_log_probs

@@ -46,23 +46,19 @@ class ELBOCriterion(FairseqCriterion):
         self.label_smoothing = label_smoothing
 
     def forward(self, model, sample, reduce=True):
-        net_input = sample["net_input"]
-        decoder = getattr(model, "decoder", None)
-        score_target = getattr(decoder, "supports_target_scoring", False)
-        if score_target:
-            # the decoder scores the gold tokens itself, without its (B, T, V) output
-            net_input = dict(net_input, target=sample["target"], score_target=True)
-        elif getattr(getattr(decoder, "context", None), "needs_target", False):
-            # the context conditions on y (variational): give it the real target, which a
-            # truncated summary does not end in </s> (cannot be rebuilt from prev_output_tokens)
-            net_input = dict(net_input, target=sample["target"])
+        # the plugin's seq2seq models say what their forward needs from the gold target (the
+        # pointer-generator scores the gold tokens itself, without its (B, T, V) output; the
+        # variational context conditions on y); any other model gets the plain net_input
+        inputs = getattr(model, "training_inputs", None)
+        net_input = inputs(sample) if callable(inputs) else sample["net_input"]
+        score_target = bool(net_input.get("score_target", False))
         net_output = model(**net_input)
         target = model.get_targets(sample, net_output)
         mask = target.ne(self.padding_idx)
         if score_target:
             if self.label_smoothing > 0:
                 raise ValueError("--label-smoothing needs the full output distribution; this "
-                                 f"decoder ({type(decoder).__name__}) scores the gold tokens only")
+                                 f"model ({type(model).__name__}) scores the gold tokens only")
             tok_lp = net_output[1]["target_lprobs"].float()
         else:
             lprobs = model.get_normalized_probs(net_output, log_probs=True).float()

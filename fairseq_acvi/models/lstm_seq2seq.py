@@ -19,6 +19,8 @@ Decoding averages K Monte-Carlo samples of the context (ACVI, docs/method.md §2
 set at generation time with ``fairseq-generate --model-overrides "{'mc_samples': K}"``
 (default 10; 0 = the deterministic mean).
 """
+from typing import Dict
+
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
 from fairseq.models.lstm import Embedding
 
@@ -54,8 +56,18 @@ def add_seq2seq_args(parser):
     add_context_args(parser)
 
 
+class ContextSeq2SeqModel(FairseqEncoderDecoderModel):
+    """Base of the encoder-decoder models whose decoder is a :class:`ContextLSTMDecoder`."""
+
+    def training_inputs(self, sample: Dict) -> Dict:
+        """``sample["net_input"]`` plus what the decoder needs from the gold target to score it
+        (:meth:`ContextLSTMDecoder.training_inputs`): what the ``elbo`` criterion calls the model
+        with, so that it never reads the decoder's internals."""
+        return dict(sample["net_input"], **self.decoder.training_inputs(sample["target"]))
+
+
 @register_model("acvi_lstm")
-class ACVILSTMModel(FairseqEncoderDecoderModel):
+class ACVILSTMModel(ContextSeq2SeqModel):
     @staticmethod
     def add_args(parser):
         add_seq2seq_args(parser)

@@ -34,11 +34,11 @@ K (Monte-Carlo samples of the ACVI context averaged at decoding) is a model opti
 from typing import Dict, List
 
 import torch
-from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
+from fairseq.models import register_model, register_model_architecture
 from torch import Tensor
 
 from fairseq_acvi.models.lstm_seq2seq import (
-    build_context_decoder,
+    ContextSeq2SeqModel, build_context_decoder,
     add_seq2seq_args, check_dictionary_sizes, finish_model, seq2seq_defaults,
 )
 from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
@@ -77,7 +77,7 @@ class FeatureBiLSTMEncoder(BiLSTMEncoder):
 
 
 @register_model("acvi_video_captioner")
-class ACVIVideoCaptioner(FairseqEncoderDecoderModel):
+class ACVIVideoCaptioner(ContextSeq2SeqModel):
     """Video captioning seq2seq model (docs/method.md §3.2); see the module docstring."""
 
     @staticmethod

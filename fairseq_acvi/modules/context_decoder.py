@@ -109,13 +109,26 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
 
     # ------------------------------------------------------------------------------------------
     #: True where :meth:`_predict_target` scores the gold tokens without the (B, T, V) output
-    #: (the pointer-generator); the ``elbo`` criterion then asks for ``score_target``
+    #: (the pointer-generator); :meth:`training_inputs` then asks for ``score_target``
     supports_target_scoring = False
     #: compute ``extra["uncertainty"]`` (module docstring); off by default: one attribute test
     record_uncertainty = False
     #: with ``record_uncertainty`` and an incremental state: the (B, t, 3) per-step uncertainties
     #: of every beam row's path after the latest step (None before the first step)
     uncertainty_path: Optional[Tensor] = None
+
+    def training_inputs(self, target: Tensor) -> Dict:
+        """The forward arguments, besides ``prev_output_tokens``, that a forward with a known gold
+        ``target`` (B, T) takes (training and validation): ``target`` and ``score_target`` where
+        the decoder scores the gold tokens itself (:attr:`supports_target_scoring`), ``target``
+        where the context inference conditions on y (``needs_target``: variational; a truncated
+        summary does not end in </s>, so y cannot be rebuilt from ``prev_output_tokens``), else
+        nothing."""
+        if self.supports_target_scoring:
+            return {"target": target, "score_target": True}
+        if self.context is not None and self.context.needs_target:
+            return {"target": target}
+        return {}
 
     def forward(self, prev_output_tokens: Tensor, encoder_out: Dict, incremental_state=None,
                 target: Optional[Tensor] = None, score_target: bool = False, **unused):

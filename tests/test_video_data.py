@@ -2,6 +2,7 @@
 frame selection, the task's generator, and a fairseq-train -> fairseq-generate -> eval round trip."""
 import importlib.util
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -275,6 +276,17 @@ def test_feature_errors_name_the_file(tmp_path):
         task = _task(root)
         task.load_dataset("train")
         with pytest.raises(ValueError, match=r"vidA\.npy contains NaN or inf \(first at frame 3, dim 2\)"):
+            task.dataset("train")[0]
+    # float64 beyond float32's range: named as such, no overflow warning
+    arr = np.ones((5, D), np.float64)
+    arr[1, 0] = 1e300
+    np.save(feat / "vidA.npy", arr)
+    task = _task(root)
+    task.load_dataset("train")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"vidA\.npy contains a value beyond float32's range "
+                                             r"\(first at frame 1, dim 0\)"):
             task.dataset("train")[0]
     # missing split file / dictionary
     with pytest.raises(FileNotFoundError, match=r"test\.tsv"):

@@ -267,10 +267,13 @@ class VideoFeatureStore:
         arr = self._open(path)
         if arr.shape[0] > self.max_frames:
             arr = arr[select_frame_indices(arr.shape[0], self.max_frames, window=None)]
-        out = np.array(arr, dtype=np.float32)  # copies out of the memory map
+        with np.errstate(over="ignore"):  # float64 beyond float32's range -> inf, refused below
+            out = np.array(arr, dtype=np.float32)  # copies out of the memory map
         if not np.isfinite(out).all():
-            bad = np.argwhere(~np.isfinite(out))[0]
-            raise ValueError(f"feature file {path} contains NaN or inf (first at frame {bad[0]}, dim {bad[1]})")
+            f, d = np.argwhere(~np.isfinite(out))[0]
+            what = ("a value beyond float32's range" if np.isfinite(arr[f, d])
+                    else "NaN or inf")
+            raise ValueError(f"feature file {path} contains {what} (first at frame {f}, dim {d})")
         return torch.from_numpy(out)
 
 

@@ -486,6 +486,8 @@ def test_efficientnet_weights_errors_name_the_file(mod, lite0, tmp_path):
     assert "missing: _conv_head.weight" in msg and "_fc.weight (10, 1280) (expected (1000, 1280))" in msg
 
 
+# slow: ~15 s of CI; the function it wraps is tested on the same clip above
+@pytest.mark.slow
 def test_cli_on_real_clips_writes_what_the_function_computes(mod, lite0, msvd_clips, tmp_path):
     """Two real clips through the command users run, with the MSVD id mapping: (24, 1280) per video id."""
     from conftest import SHARED_DATA

@@ -39,3 +39,21 @@ def elbo_train_step(model, opt, src, lengths, prev, tgt, score_target=None) -> N
     opt.zero_grad()
     loss.backward()
     opt.step()
+
+
+def training_words_per_second(models, opts, b, words: int, rounds: int):
+    """Target words/s of :func:`elbo_train_step` for each model on the same batch ``b``: one
+    warm-up step each, then ``rounds`` rounds with the models' order rotated every round;
+    medians. ``models``/``opts``: name -> model / optimizer (the models are put in train mode)."""
+    import statistics
+
+    times = {k: [] for k in models}
+    for m in models.values():
+        m.train()
+    for k in models:  # warm-up
+        elbo_train_step(models[k], opts[k], *b)
+    keys = list(models)
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[: r % len(keys)]:
+            times[k].append(timed(lambda: elbo_train_step(models[k], opts[k], *b)))
+    return {k: words / statistics.median(v) for k, v in times.items()}

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fairseq_acvi  # noqa: E402,F401
-from bench_common import elbo_train_step, timed  # noqa: E402
+from bench_common import timed, training_words_per_second  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models.lstm import LSTMModel, base_architecture as fairseq_lstm_arch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
@@ -102,16 +102,8 @@ def main():
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
     b = batch(d, a.batch, a.len, 0)
     words = a.batch * a.len
-    times = {k: [] for k in models}
-    for m in models.values():
-        m.train()
-    for k in models:  # warm-up
-        elbo_train_step(models[k], opts[k], *b)
+    wps = training_words_per_second(models, opts, b, words, a.rounds)
     keys = list(models)
-    for r in range(a.rounds):
-        for k in keys[r % len(keys):] + keys[: r % len(keys)]:
-            times[k].append(timed(lambda: elbo_train_step(models[k], opts[k], *b)))
-    wps = {k: words / statistics.median(v) for k, v in times.items()}
     print(f"# training: batch {a.batch}×{a.len} target words, vocab {a.vocab}, dim {a.dim}, "
           f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s); medians")
     print(f"{'model':<14} {'words/s':>9} {'vs soft':>8}")

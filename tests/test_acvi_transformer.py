@@ -394,7 +394,7 @@ def test_cli_train_generate_round_trip(data_bin, tmp_path, context):  # noqa: F8
     else:
         assert not logged(text, "kl")
     ckpt = tmp_path / "checkpoint_last.pt"
-    state = torch.load(ckpt, weights_only=False)
+    state = torch.load(ckpt, weights_only=True)
     assert state["cfg"]["model"].arch == "acvi_transformer_multi30k"
     assert state["cfg"]["model"].context_inference == context
     for k in ("0", "3"):
@@ -413,7 +413,7 @@ def test_cli_memory_efficient_fp16(data_bin, tmp_path):  # noqa: F811
     check_finite_losses(res)
     kls = logged(res.stdout + res.stderr, "kl")
     assert kls and all(v > 0 and v == v for v in kls), kls
-    state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=False)
+    state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     # the ACVI parameters trained in half precision are stored, finite
     names = [n for n in state["model"] if ".acvi.logvar_net." in n]
     assert names and all(torch.isfinite(state["model"][n].float()).all() for n in names)

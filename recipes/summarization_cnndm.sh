@@ -1,48 +1,9 @@
 #!/usr/bin/env bash
-# CNN/DailyMail pointer-generator + coverage, any context-inference variant (docs/method.md §3.1; numbers §5).
-# Phased training of the ACVI paper (P Table 5), then beam-5 decoding of the test set, OOV restoration
-# and ROUGE / METEOR / novelty evaluation. Run from the repo root after data_scripts/prepare_cnndm.sh:
-#   CONTEXT=acvi DATA=data-bin/cnndm bash recipes/summarization_cnndm.sh [extra fairseq-train args]
-#   (extra args go to every phase; --no-copy: the no-copy baseline, which generate reads from the checkpoint)
-#
-#   phase  updates (cumulative)  source words  target tokens (</s> counted)  coverage
-#     1        0 -  71k              10            10                           off
-#     2      71k - 116k              50            50                           off
-#     3     116k - 184k             100            50                           off
-#     4     184k - 223k             200            50                           off
-#     5     223k - 250k             400           100                           off
-#     6     250k - 253k             400           100                           on
-# Every phase truncates its data explicitly (--truncate-source: the first N words + </s>, so
-# --max-source-positions N+1; --truncate-target: the first M tokens, no </s> when cut) and markers
-# <unk-j> with j >= N become <unk> (task pointer_summarization).
-# Resuming: phase k starts from phase k-1's checkpoint_last.pt (--restore-file) with
-# --reset-dataloader (the batches change with the limits). The parameter set never changes (the
-# coverage weight w_k exists from phase 1 and is only used from phase 6), so the Adam state and the
-# update counter are kept: --max-update is the cumulative end of the phase. A phase whose own
-# checkpoint_last.pt exists resumes from it (an interrupted run can simply be restarted; finished
-# phases exit at once).
-#
-# Options (env vars):
-#   CONTEXT=acvi      soft | acvi | structured | variational | ved
-#   DATA=data-bin/cnndm   output of data_scripts/prepare_cnndm.sh (binarised + test.article/summary)
-#   SAVE=checkpoints/cnndm_${CONTEXT}   one sub-folder per phase (phase1 … phaseN)
-#   SCHEDULE=paper    paper: the six phases above; cpu: $CPU_PHASES, sized for one CPU core
-#                     (default "2000:50:20:0 4000:100:50:0 5500:200:50:0 6000:400:100:0 6400:400:100:1":
-#                     the paper's growing lengths over 2.6 epochs of See's 39k-article subset at
-#                     batch 16, the coverage phase 400 updates; the 50k-word output layer makes a
-#                     step's cost grow mostly with the target length); or an explicit list
-#                     "END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE ..."
-#                     with cumulative update ends; the last phase's checkpoint is decoded
-#   SCALE=1           multiplies every phase's update count (e.g. 0.0001 for a smoke run; each phase
-#                     keeps >= 1 update)
-#   ARCH=acvi_pointer_generator_cnndm  LR=0.001 (Adam)  BATCH=16  CLIP_NORM=2  SEED=1
-#   COVERAGE_WEIGHT=1 (λ)  SAVE_INTERVAL=2000 (updates between checkpoints)  LOG_INTERVAL=100
-#   TRAIN=1 (0: skip training)  BEAM=5  MIN_LEN=35  MAX_LEN=100  GEN_BATCH=32  SUBSET=test
-#                     (or a fixed subset written by data_scripts/cnndm_subset.py: test_every5, ...)
-#   DECODE_PHASE      the phase whose checkpoint_last.pt is decoded (default: the last); outputs of
-#                     an earlier phase are named *_SUBSET_phaseN (e.g. before the coverage phase)
-#   MC_SAMPLES (unset: the model's K=10; 0 = mean context)  METEOR=exact,full (or none)
-#   PYTHON=python  USER_DIR=fairseq_acvi
+# CNN/DailyMail pointer-generator + coverage (docs/method.md §3.1): the paper's phased training
+# (P Table 5), beam-5 decoding, OOV restoration, ROUGE / METEOR / novelty. From the repository root,
+# after data_scripts/prepare_cnndm.sh: bash recipes/summarization_cnndm.sh [extra fairseq-train args]
+# (main ones: CONTEXT=acvi DATA=data-bin/cnndm SAVE SCHEDULE=paper|cpu SCALE=1 TRAIN=1 SUBSET=test).
+# Every variable, the phases and resuming: docs/recipes/summarization_cnndm.md
 set -euo pipefail
 CONTEXT="${CONTEXT:-acvi}"
 DATA="${DATA:-data-bin/cnndm}"

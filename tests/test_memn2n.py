@@ -196,6 +196,32 @@ def test_t_divergence_criterion_scaling_and_logs():
         TDivergenceCriterion(_Task(900), "seed", divergence_weight=-1.0)
 
 
+def test_t_divergence_criterion_warns_once_when_seed_collapses_nu(caplog):
+    """Under --t-divergence seed a ν below 0.01 in training is the (D 56) collapse: one warning
+    naming the matrix and the remedy; none for healthy ν, for tied / exact, or in evaluation."""
+    torch.manual_seed(0)
+    d = small_dict()
+    m = TMemN2NModel(TMemN2NConfig(), d, 50).train()
+    story, query = batch(d)
+    sample = {"net_input": {"story": story, "query": query},
+              "target": torch.tensor([d.index("kitchen"), d.index("garden")])}
+    crit = TDivergenceCriterion(_Task(900), "seed")
+    with caplog.at_level("WARNING", logger="fairseq_acvi.criterions.t_divergence"):
+        crit(m, sample)
+        assert not caplog.records                         # ν = 100 at initialisation
+        with torch.no_grad():
+            m.posterior.log_nu[1] = math.log(0.002)
+        m.eval()
+        crit(m, sample)
+        TDivergenceCriterion(_Task(900), "tied")(m.train(), sample)
+        assert not caplog.records                         # evaluation, and tied, say nothing
+        crit(m, sample)
+        crit(m, sample)
+    assert len(caplog.records) == 1, caplog.records
+    msg = caplog.records[0].getMessage()
+    assert "nu_B = 0.00" in msg and "--t-divergence tied or exact" in msg
+
+
 @pytest.mark.parametrize("arch", ["memn2n", "t_memn2n_polar", "t_memn2n_gamma"])
 def test_memn2n_learns_babi_task1(shared_data, arch):
     """Task 1 (en, 900 train) to >= 95% test accuracy: 12 epochs of Adam, about 400 updates.

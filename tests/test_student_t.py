@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 
 from fairseq_acvi.modules.student_t import (SAMPLERS, StudentTMatrices, _polar_forward,
                                             _polar_nu_weight, polar_noise, sample_escort,
@@ -209,16 +210,50 @@ def test_polar_draw_is_finite_at_the_edges():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_polar_posterior_draw_in_half_precision(dtype):
-    """--fp16 / --memory-efficient-fp16 models hold half parameters: the polar draw computes in
-    float32 and returns μ's dtype; gradients come back in the parameters' dtype, finite."""
+    """A model converted to half (--fp16 / --memory-efficient-fp16): the posterior's parameters
+    stay float32, the polar draw and the mean come out in the half dtype, the gradients float32."""
     torch.manual_seed(0)
     post = StudentTMatrices(3, 6, 4, sigma_init=0.05, zero_rows=(1,), sampler="polar").to(dtype)
+    assert post.out_dtype == dtype
+    assert all(p.dtype == torch.float32 for p in post.parameters()) and post.keep.dtype == torch.float32
     x = post.sample(2)
-    assert x.dtype == dtype and torch.isfinite(x).all()
+    assert x.dtype == dtype and torch.isfinite(x).all() and post.mean().dtype == dtype
     (x.float() ** 2).sum().backward()
     for p in (post.mu, post.rho, post.log_nu):
-        assert p.grad.dtype == dtype and torch.isfinite(p.grad).all()
+        assert p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
     assert (post.log_nu.grad != 0).all()
+
+
+def test_conversions_of_the_posterior_module():
+    """Only 16-bit float conversions keep the parameters float32; float64 and back apply as
+    usual, and each sets the draws' dtype."""
+    post = StudentTMatrices(2, 5, 3)
+    model = nn.Sequential(post, nn.Linear(3, 3)).half()
+    assert model[1].weight.dtype == torch.float16 and post.mu.dtype == torch.float32
+    assert post.sample().dtype == torch.float16
+    model.to("cpu")                                       # a device move keeps the draws' dtype
+    assert post.sample().dtype == torch.float16 and post.mu.dtype == torch.float32
+    model.double()
+    assert post.mu.dtype == torch.float64 and post.sample().dtype == torch.float64
+    model.float()
+    assert post.mu.dtype == torch.float32 and post.out_dtype == torch.float32
+
+
+def test_half_model_gradients_near_the_seed_collapse_stay_float32():
+    """Why the posterior stays float32 in a half model: under --t-divergence seed, ν runs to
+    its floor, where the divergence's gradient (about 4/ν³ per element in ν) is beyond float16's
+    largest value (65,504). With float32 parameters it is finite; fairseq's fp16 soak of
+    t-MEM-NN overflowed at every loss scale before (docs/results/reliability_2026-11-26)."""
+    torch.manual_seed(0)
+    post = StudentTMatrices(3, 51, 20, sigma_init=0.05, zero_rows=(0,)).half()   # bAbI-sized
+    with torch.no_grad():
+        post.log_nu.fill_(math.log(0.003))
+    x, div = post.sample_with_divergence(10.0, "seed", 1.0)
+    assert x.dtype == torch.float16 and torch.isfinite(x).all()
+    ((x.float() ** 2).sum() + div.weighted).backward()
+    g = post.log_nu.grad
+    assert g.dtype == torch.float32 and torch.isfinite(g).all()
+    assert g.abs().max() > torch.finfo(torch.float16).max       # would be inf in a half gradient
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -384,8 +419,8 @@ def test_python_digamma_matches_torch():
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_fused_step_in_half_precision(sampler):
-    """Half parameters (--fp16 / --memory-efficient-fp16): the fused draw + divergence computes
-    in float32, returns the draw in half and a float32 divergence, and half gradients."""
+    """A half model (--fp16 / --memory-efficient-fp16): the fused draw + divergence computes
+    in float32, returns the draw in half and a float32 divergence, and float32 gradients."""
     torch.manual_seed(0)
     post = StudentTMatrices(3, 6, 4, sigma_init=0.05, zero_rows=(1,), sampler=sampler).half()
     x, div = post.sample_with_divergence(10.0, "tied")
@@ -395,5 +430,5 @@ def test_fused_step_in_half_precision(sampler):
     assert div.weighted.item() == pytest.approx(ref.divergence(10.0, "tied").item(), rel=1e-5)
     ((x.float() ** 2).sum() + div.weighted * 1e-3).backward()
     for p in (post.mu, post.rho, post.log_nu):
-        assert p.grad.dtype == torch.float16 and torch.isfinite(p.grad).all()
+        assert p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
     assert (post.log_nu.grad != 0).all() and post.mu.grad[:, 1].abs().max() == 0

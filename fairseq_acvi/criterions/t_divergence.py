@@ -16,6 +16,7 @@ accuracy (%), and nu_<name> for each posterior (nu_A, nu_B, nu_C with layer-wise
 evaluation the uncertainty of the S-draw prediction over right and wrong answers (H_right, MI_wrong,
 …; :mod:`fairseq_acvi.criterions.qa_cross_entropy`).
 """
+import logging
 from dataclasses import dataclass, field
 
 import torch
@@ -26,6 +27,11 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq_acvi.criterions.qa_cross_entropy import (answer_nll_and_correct, log_value,
                                                      reduce_qa_metrics, uncertainty_logs)
 from fairseq_acvi.modules.student_t import DIVERGENCES
+
+logger = logging.getLogger(__name__)
+
+#: ν below which ``--t-divergence seed`` is taken to have collapsed (one warning per run)
+NU_COLLAPSED = 0.01
 
 
 @dataclass
@@ -47,6 +53,7 @@ class TDivergenceCriterion(FairseqCriterion):
             raise ValueError(f"--divergence-weight must be >= 0, got {divergence_weight!r}")
         if self.mode not in DIVERGENCES:
             raise ValueError(f"--t-divergence must be one of {DIVERGENCES}, got {self.mode!r}")
+        self.warned_collapse = False
 
     def forward(self, model, sample, reduce=True):
         n = sample["target"].numel()
@@ -66,8 +73,25 @@ class TDivergenceCriterion(FairseqCriterion):
                           "sample_size": n, "divergence": div_v * n}
         for name, nu in extra["nu"].items():
             logging_output[f"nu_{name}"] = nu * n
+        if self.mode == "seed" and model.training and not self.warned_collapse:
+            self.warn_if_collapsed(extra["nu"])
         logging_output.update(uncertainty_logs(extra))
         return loss, n, logging_output
+
+    def warn_if_collapsed(self, nus) -> bool:
+        """One warning per run when a fitted ν falls below ``NU_COLLAPSED`` under ``seed``: (D 56)
+        with ν_Θ ≠ ν is not a divergence and falls without bound as ν_Θ → 0 (about −2/ν_Θ² per
+        element; docs/method.md §4.2), so ν runs to its floor (≈ 0.002) whatever the data say."""
+        low = {name: float(nu) for name, nu in nus.items() if float(nu) < NU_COLLAPSED}
+        if low:
+            self.warned_collapse = True
+            logger.warning(
+                "t_divergence: ν collapsed (%s < %g) under --t-divergence seed: (D 56) with the "
+                "posterior's ν different from the prior's is unbounded below as ν → 0, so ν runs "
+                "to its floor and the divergence to about −2/ν² per element (docs/method.md §4.2). "
+                "--t-divergence tied or exact are true divergences and do not collapse.",
+                ", ".join(f"nu_{k} = {v:.3g}" for k, v in sorted(low.items())), NU_COLLAPSED)
+        return bool(low)
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

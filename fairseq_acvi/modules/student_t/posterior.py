@@ -47,6 +47,14 @@ class StudentTMatrices(nn.Module):
     :class:`_PosteriorStep` / :class:`_PosteriorDraw` (same maths, its own noise generator).
     ``sampler`` (``polar`` | ``gamma``) picks the escort construction (module docstring); it
     can be changed on a built module (``set_sampler``), e.g. to evaluate a checkpoint.
+
+    Half precision: converting the model to float16 / bfloat16 (``model.half()``, what fairseq's
+    ``--fp16`` and ``--memory-efficient-fp16`` do) leaves μ, ρ and log ν float32 and makes only the
+    draws and the mean half (``out_dtype``). Their gradients then stay float32 too: the
+    divergence's gradient in ν and σ grows without bound as ν → 0 under ``--t-divergence seed``
+    (about 4/ν³ per element) and overflows float16 at every loss scale (the fp16 soak of
+    docs/results/reliability_2026-11-26), while the likelihood's gradient, which reaches them
+    through the half-precision draw, is of ordinary size.
     """
 
     def __init__(self, n: int, rows: int, dim: int, init_std: float = 0.1,
@@ -62,6 +70,17 @@ class StudentTMatrices(nn.Module):
             keep[r] = 0.0
         self.register_buffer("keep", keep, persistent=False)
         self.n_keep = float(keep.sum()) * dim            # N: elements per matrix in the divergence
+        self.out_dtype = self.mu.dtype                   # the draws' dtype (see the class docstring)
+
+    def _apply(self, fn, *args, **kwargs):
+        """Every module conversion goes through here. A probe in ``out_dtype`` tells a dtype
+        conversion (which sets ``out_dtype``) from a device move (which keeps it); a conversion to
+        a 16-bit float type leaves the parameters (and ``keep``) float32."""
+        self.out_dtype = fn(torch.zeros((), dtype=self.out_dtype, device=self.mu.device)).dtype
+        if self.out_dtype in (torch.float16, torch.bfloat16):
+            return super()._apply(lambda t: fn(t).float() if t.is_floating_point() else fn(t),
+                                  *args, **kwargs)
+        return super()._apply(fn, *args, **kwargs)
 
     def set_sampler(self, sampler: str):
         if sampler not in SAMPLERS:
@@ -78,8 +97,8 @@ class StudentTMatrices(nn.Module):
         return _sigma_from(self.rho)
 
     def mean(self) -> Tensor:
-        """μ with the zero rows zeroed: (n, V, d)."""
-        return self.mu * self.keep
+        """μ with the zero rows zeroed: (n, V, d), in ``out_dtype``."""
+        return (self.mu * self.keep).to(self.out_dtype)
 
     def _sigma_value(self, rho: Optional[Tensor] = None) -> Tensor:
         """σ = softplus(ρ) + 1e-6 as a plain tensor (no graph; the fused nodes apply dσ/dρ),
@@ -97,8 +116,8 @@ class StudentTMatrices(nn.Module):
         return torch.promote_types(self.mu.dtype, torch.float32)
 
     def sample(self, s: Optional[int] = None) -> Tensor:
-        """Escort draws (D 61): (n, V, d), or (s, n, V, d) when s is given, in μ's dtype
-        (computed in float32 when the parameters are half precision)."""
+        """Escort draws (D 61): (n, V, d), or (s, n, V, d) when s is given, in ``out_dtype``
+        (computed at least in float32)."""
         return self._draw(s, None)[0]
 
     def sample_with_divergence(self, prior_dof: float, mode: str,
@@ -135,9 +154,10 @@ class StudentTMatrices(nn.Module):
                                             self.n_keep, fused[0] if fused else None,
                                             fused[1] if fused else 0.0)
             if res is not None:
+                draw = res[0].to(self.out_dtype)
                 if fused is None:
-                    return res[0], None
-                return res[0], WeightedDivergence(res[1], res[2], list(res[3]))
+                    return draw, None
+                return draw, WeightedDivergence(res[1], res[2], list(res[3]))
         shape = self.mu.shape if s is None else torch.Size((s,)) + self.mu.shape
         dt = self._compute_dtype()
         with torch.no_grad():
@@ -151,9 +171,10 @@ class StudentTMatrices(nn.Module):
             out, div = _PosteriorStep.apply(self.mu.to(dt), self.rho.to(dt), self.log_nu.to(dt),
                                             self.keep, self.n_keep, prior, nu3,
                                             self.sampler, *noise)
-            return out.to(self.mu.dtype), self.weighted(div, weight)
-        return _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
-                                    self._sigma_value(self.rho.to(dt)), self.sampler, *noise), None
+            return out.to(self.out_dtype), self.weighted(div, weight)
+        draw = _PosteriorDraw.apply(self.mu, self.rho, self.log_nu, self.keep, nu3,
+                                    self._sigma_value(self.rho.to(dt)), self.sampler, *noise)
+        return draw.to(self.out_dtype), None
 
     def divergence(self, prior_dof: float, mode: str) -> Tensor:
         """Σ over the n matrices of D_t(q(Θ) ‖ t(0, I, prior_dof)), nil rows left out; float32

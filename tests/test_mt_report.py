@@ -69,6 +69,14 @@ def test_train_log_keeps_last_record_of_a_repeated_epoch(tmp_path):
     assert recs["valid"] == {1: {"epoch": 1.0, "nll_loss": 4.0}, 2: {"epoch": 2.0, "nll_loss": 3.0}}
 
 
+def test_wall_time_is_summed_over_resumed_processes():
+    """fairseq's wall clock starts again in a resumed process: 60, 120 | 30, 90 -> 120 + 90."""
+    epochs = [{"train_wall": w} for w in (60.0, 120.0, 30.0, 90.0)]
+    assert mt_report.training_wall(epochs) == 210.0
+    assert mt_report.training_wall(epochs[:2]) == 120.0
+    assert mt_report.training_wall([{"epoch": 1}]) is None
+
+
 def test_malformed_record_names_file_and_line(tmp_path):
     p = tmp_path / "train.log"
     p.write_text("x\n2026 | INFO | valid | {\"epoch\": 1, oops}\n")
@@ -114,6 +122,20 @@ def test_aggregate_means_and_sample_std_over_seeds(fake_runs):
     assert soft["ablate_zero_ppl_ratio"]["mean"] == pytest.approx(8.0)         # 2^6 / 2^3
     assert soft["end_kl"] is None and soft["mc_sweep"] == {}
     assert agg["en_de"]["acvi-beta0.1"]["mc_sweep"]["test2016"][10]["mean"] == 21.0
+
+
+def test_words_per_second_are_not_averaged_across_devices(fake_runs):
+    """A variant's words/s come from its CPU runs only; a variant run on a GPU alone is named."""
+    seed2 = fake_runs / "en_de" / "soft_seed2" / "run.json"
+    meta = json.loads(seed2.read_text())
+    seed2.write_text(json.dumps(dict(meta, device="cuda")))
+    runs = mt_report.find_runs([str(fake_runs)])
+    soft = mt_report.aggregate(runs)["en_de"]["soft"]
+    assert soft["train_wps_device"] == "cpu" and soft["train_wps"]["n"] == 1
+    only_gpu = [r for r in runs if r["variant"] == "soft" and r["seed"] == 2]
+    agg = mt_report.aggregate(only_gpu)["en_de"]["soft"]
+    assert agg["train_wps_device"] == "cuda" and agg["train_wps"]["n"] == 1
+    assert "(cuda) |" in mt_report.markdown(only_gpu, {"en_de": {"soft": agg}}, "t")
 
 
 def test_cli_writes_report_json_and_charts_and_compares(fake_runs, tmp_path, capsys):

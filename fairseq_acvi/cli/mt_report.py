@@ -113,6 +113,19 @@ def likelihood_bits(rec: dict) -> Optional[float]:
     return rec.get("nll_loss", rec.get("loss"))
 
 
+def training_wall(epochs: List[dict]) -> Optional[float]:
+    """Training seconds over the epochs' ``train`` records, summed over resumes: fairseq's
+    ``wall`` starts again in a resumed process (the part of an epoch a kill cut short, which
+    logged no record, is not counted)."""
+    walls = [e["train_wall"] for e in epochs if e.get("train_wall") is not None]
+    done, prev = 0.0, 0.0
+    for w in walls:
+        if w < prev:
+            done += prev
+        prev = w
+    return done + prev if walls else None
+
+
 def read_run(run_dir: str) -> dict:
     """Everything the report needs from one run folder (see the module docstring)."""
     meta_path = os.path.join(run_dir, "run.json")
@@ -152,7 +165,7 @@ def read_run(run_dir: str) -> dict:
         run["end"] = {k: best[k] for k in _END_KL if k in best}
         wps = [e["train_wps"] for e in run["epochs"] if e.get("train_wps")]
         run["train_wps"] = statistics.median(wps) if wps else None
-        run["train_wall_s"] = run["epochs"][-1].get("train_wall")
+        run["train_wall_s"] = training_wall(run["epochs"])
         run["epochs_trained"] = run["epochs"][-1]["epoch"]
     for path in sorted(glob.glob(os.path.join(run_dir, "bleu_*.json"))):
         name = os.path.basename(path)[len("bleu_"):-len(".json")]
@@ -283,6 +296,13 @@ def mean_std(values: List[float]) -> Optional[dict]:
             "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
 
 
+def wps_device(rs: List[dict]) -> str:
+    """The device whose runs give a variant's words/s: words/s of different devices do not
+    average. The CPU when any run used it (the reference machine), else the most common one."""
+    devices = [r["meta"].get("device", "cpu") for r in rs]
+    return "cpu" if "cpu" in devices else max(sorted(set(devices)), key=devices.count)
+
+
 def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
     """{pair: {variant: {metric: mean/std/n, "seeds": [...]}}} over the seeds of a variant."""
     groups: Dict[str, Dict[str, List[dict]]] = {}
@@ -291,9 +311,12 @@ def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
     out: Dict[str, Dict[str, dict]] = {}
     for pair, variants in groups.items():
         for variant, rs in variants.items():
+            device = wps_device(rs)
             agg = {"seeds": sorted(r["seed"] for r in rs),
                    "valid_ppl": mean_std([r.get("valid_ppl") for r in rs]),
-                   "train_wps": mean_std([r.get("train_wps") for r in rs])}
+                   "train_wps": mean_std([r.get("train_wps") for r in rs
+                                          if r["meta"].get("device", "cpu") == device]),
+                   "train_wps_device": device}
             for split in SPLITS:
                 for key in ("bleu_tok", "bleu_detok"):
                     agg[f"{split}_{key}"] = mean_std([r["bleu"][split][key] for r in rs
@@ -334,7 +357,9 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
     lines = [f"# {title}", "",
              "BLEU: tokenised, lower-cased (as published Multi30K baselines); detok: sacreBLEU on "
              "Moses-detokenised text. Valid ppl: 2^(likelihood loss) of the best epoch (ACVI: the "
-             "likelihood term only, K = 10 samples). Mean ± std over seeds (n = seeds).", ""]
+             "likelihood term only, K = 10 samples). Mean ± std over seeds (n = seeds). Train "
+             "words/s: a run's median over epochs, averaged over the variant's CPU runs only (the "
+             "device is named when a variant has none).", ""]
     for pair in sorted(agg):
         lines += [f"## {pair}", "",
                   "| variant | seeds | valid ppl | valid BLEU | test2016 BLEU | test2017 BLEU "
@@ -345,7 +370,8 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
             lines.append(f"| {v} | {len(a['seeds'])} | {fmt(a['valid_ppl'])} | "
                          f"{fmt(a['valid_bleu_tok'])} | {fmt(a['test2016_bleu_tok'])} | "
                          f"{fmt(a['test2017_bleu_tok'])} | {fmt(a['test2016_bleu_detok'])} | "
-                         f"{fmt(a['test2017_bleu_detok'])} | {fmt(a['train_wps'], 0)} |")
+                         f"{fmt(a['test2017_bleu_detok'])} | {fmt(a['train_wps'], 0)}"
+                         f"{'' if a['train_wps_device'] == 'cpu' else ' (' + a['train_wps_device'] + ')'} |")
         lines += ["", "Source use (validation; the context replaced by zeros / by another "
                   "sentence's): BLEU lost and perplexity ratio.", "",
                   "| variant | BLEU lost (zero) | BLEU lost (shuffle) | ppl × (zero) | ppl × (shuffle) |",
@@ -398,7 +424,8 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
             lines += paired_rows
         lines += ["", "Runs:", "",
                   "| variant | seed | best epoch / trained | valid ppl | test2016 | test2017 | "
-                  "wall (s) | date | extra train args |", "|---|---|---|---|---|---|---|---|---|"]
+                  "wall (s) | device | date | extra train args |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted((r for r in runs if r["pair"] == pair),
                         key=lambda r: (variant_order([r["variant"]])[0], r["variant"], r["seed"])):
             b = r["bleu"]
@@ -407,7 +434,8 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                 f"{r.get('epochs_trained', '–')} | {_num(r.get('valid_ppl'))} | "
                 f"{_num(b.get('test2016', {}).get('bleu_tok'))} | "
                 f"{_num(b.get('test2017', {}).get('bleu_tok'))} | "
-                f"{_num(r.get('train_wall_s'), 0)} | {r['meta'].get('date', '–')} | "
+                f"{_num(r.get('train_wall_s'), 0)} | {r['meta'].get('device', 'cpu')} | "
+                f"{r['meta'].get('date', '–')} | "
                 f"`{r['meta'].get('extra_train_args', '') or '–'}` |")
         sigs = sorted({b["sacrebleu_signature"] for r in runs if r["pair"] == pair
                        for b in r["bleu"].values() if "sacrebleu_signature" in b})
@@ -536,7 +564,7 @@ def compare(agg: dict, base: str, other: str, runs: Optional[List[dict]] = None)
                 if d is not None and d["n"] > 1:
                     text += f"; paired over seeds {d['seeds']}: {d['mean']:+.2f} ± {d['std']:.2f}"
                 parts.append(text + ")")
-        if m(a, "train_wps") and m(b, "train_wps"):
+        if m(a, "train_wps") and m(b, "train_wps") and a["train_wps_device"] == b["train_wps_device"]:
             parts.append(f"train words/s ratio {m(b, 'train_wps') / m(a, 'train_wps'):.3f}")
         lines.append("  ".join(parts))
     return lines

@@ -135,7 +135,7 @@ def test_attend_empty_memories_is_softmax_over_the_fixed_size_memory():
 def test_t_memn2n_mc_average_is_probability_mean_of_draws():
     torch.manual_seed(0)
     d = small_dict()
-    m = TMemN2NModel(TMemN2NConfig(sigma_init=0.3, mc_samples="10"), d, 50).eval()
+    m = TMemN2NModel(TMemN2NConfig(sigma_init=0.3, mc_samples=10), d, 50).eval()
     story, query = batch(d)
     torch.manual_seed(1)
     lp = m.answer_log_probs(story, query)
@@ -149,13 +149,16 @@ def test_t_memn2n_mc_average_is_probability_mean_of_draws():
     assert torch.allclose(lp.exp(), torch.stack(probs).mean(0), atol=1e-5)
     assert lp.dtype == torch.float32
     # mean mode is deterministic and uses μ; S = 1 is a single (different) draw
-    m.set_mc_samples("mean")
+    m.set_mc_samples(0)
     a, b = m.answer_log_probs(story, query), m.answer_log_probs(story, query)
     assert torch.equal(a, b)
     m.set_mc_samples(1)
     assert not torch.allclose(m.answer_log_probs(story, query), a)
-    with pytest.raises(ValueError, match="mc-samples"):
-        m.set_mc_samples("many")
+    for bad in ("many", "mean", -1, True):                       # one type: an int, 0 = μ
+        with pytest.raises(ValueError, match="mc-samples"):
+            m.set_mc_samples(bad)
+    m.set_mc_samples("10")                     # a checkpoint from before the int type stores "10"
+    assert m.mc_samples == 10
 
 
 class _Task:

@@ -15,7 +15,7 @@ from test_memn2n import batch, small_dict
 def _model(sigma=0.5, samples=6):
     torch.manual_seed(0)
     d = small_dict()
-    m = TMemN2NModel(TMemN2NConfig(init_std=0.5, sigma_init=sigma, mc_samples=str(samples)), d, 50)
+    m = TMemN2NModel(TMemN2NConfig(init_std=0.5, sigma_init=sigma, mc_samples=samples), d, 50)
     return m.eval(), d
 
 
@@ -42,7 +42,7 @@ def test_no_mutual_information_without_posterior_noise():
     m, d = _model()
     story, query = batch(d)
     with torch.no_grad():
-        m.set_mc_samples("mean")
+        m.set_mc_samples(0)
         mean = m(story, query)[1]["uncertainty"]
         m.set_mc_samples(6)
         m.posterior.rho.fill_(-30.0)                               # σ = softplus(−30) + 1e-6

@@ -80,9 +80,9 @@ def parse_args(argv=None):
     p.add_argument("--games", type=int, default=100, help="games to play (fresh targets)")
     p.add_argument("--seed", type=int, default=1, help="seed of the targets (and of t-MEM-NN sampling)")
     p.add_argument("--max-tries", type=int, default=100, help="a game is lost after this many guesses")
-    p.add_argument("--mc-samples", default=None,
-                   help="t-MEM-NN: draws S averaged at inference, or 0 / 'mean' for the posterior "
-                        "mean (default: the checkpoint's)")
+    p.add_argument("--mc-samples", type=int, default=None,
+                   help="t-MEM-NN: draws S averaged at inference, or 0 for the posterior mean "
+                        "(default: the checkpoint's)")
     p.add_argument("--memory-size", type=int, default=None,
                    help="statement lines the model reads (default: the checkpoint's memory size)")
     p.add_argument("--low", type=int, default=None, help="range (default: DIR/guess_number.json)")
@@ -102,11 +102,8 @@ def parse_args(argv=None):
     for opt in ("games", "max_tries", "batch_size"):
         if getattr(args, opt) < 1:
             p.error(f"--{opt.replace('_', '-')} must be >= 1")
-    if args.mc_samples is not None:
-        v = args.mc_samples.strip().lower()
-        if not (v == "mean" or v.isdigit()):
-            p.error(f"--mc-samples must be an integer >= 0 or 'mean', got {args.mc_samples!r}")
-        args.mc_samples = v
+    if args.mc_samples is not None and args.mc_samples < 0:
+        p.error(f"--mc-samples must be an integer >= 0 (0: the posterior mean), got {args.mc_samples}")
     return args
 
 
@@ -146,7 +143,7 @@ def load(args):
         overrides["mc_samples"] = args.mc_samples
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [args.path], arg_overrides=overrides)
-    if args.mc_samples is not None and str(_cfg_get(cfg, "mc_samples")) != args.mc_samples:
+    if args.mc_samples is not None and str(_cfg_get(cfg, "mc_samples")) != str(args.mc_samples):
         raise SystemExit(f"error: --mc-samples given, but the model in {args.path} "
                          f"({cfg.model._name}) has no mc_samples option")
     model = models[0]

@@ -16,7 +16,7 @@ positions, i.e. the temporal indices of the n real memories are a random ordered
 ``t_memn2n`` replaces each embedding matrix by a Student-t posterior
 (:class:`~fairseq_acvi.modules.student_t.StudentTMatrices`); T_A, T_C and W stay point estimates.
 Training uses one escort draw per minibatch; evaluation averages the answer distribution over
-``--mc-samples`` draws in probability space (float32), or uses μ ("mean" / 0). The S draws are
+``--mc-samples`` draws in probability space (float32), or uses μ (0). The S draws are
 folded into the batch: one pass, the data-only position-encoding bags are shared by all draws.
 In evaluation ``extra["uncertainty"]`` (B, 3) holds H[p̄], E_s H[p_s] and the mutual information
 of the S draws per question (:mod:`fairseq_acvi.modules.uncertainty`; MemN2N and the posterior
@@ -303,8 +303,8 @@ class TMemN2NConfig(MemN2NConfig):
     prior_dof: float = field(default=10.0, metadata={"help": "ν of the prior t(0, I, ν)"})
     nu_init: float = field(default=100.0, metadata={"help": "initial ν_A, ν_B, ν_C"})
     sigma_init: float = field(default=0.01, metadata={"help": "initial posterior σ"})
-    mc_samples: str = field(default="10", metadata={
-        "help": "posterior draws averaged at evaluation: an integer ≥ 1, or 0 / 'mean' (use μ)"})
+    mc_samples: int = field(default=10, metadata={
+        "help": "posterior draws averaged at evaluation (≥ 1), or 0: the posterior mean μ"})
     escort_sampler: SAMPLER = field(default="polar", metadata={
         "help": "construction of the escort draws (same distribution, unbiased gradients): "
                 "polar = Bailey's polar method in closed form (no Gamma draw, several times "
@@ -329,13 +329,13 @@ class TMemN2NModel(MemN2NModel):
         self.prior_dof = float(c.prior_dof)
         self.set_mc_samples(c.mc_samples)
 
-    def set_mc_samples(self, value):
-        """0 / "mean" -> use μ; n ≥ 1 -> average n draws at evaluation."""
-        v = str(value).strip().lower()
-        if v == "mean":
-            v = "0"
-        if not v.isdigit():
-            raise ValueError(f"--mc-samples must be an integer >= 0 or 'mean', got {value!r}")
+    def set_mc_samples(self, value: int):
+        """0 -> use μ; n ≥ 1 -> average n draws at evaluation. (Checkpoints written before the
+        option became an int hold it as a string of digits: accepted.)"""
+        v = str(value).strip()
+        if isinstance(value, bool) or not v.isdigit():
+            raise ValueError(f"--mc-samples must be an integer >= 0 (0: the posterior mean), "
+                             f"got {value!r}")
         self.mc_samples = int(v)
 
     def nus(self) -> Dict[str, Tensor]:

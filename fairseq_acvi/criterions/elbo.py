@@ -22,8 +22,6 @@ from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-KNOWN_TERMS = ("kl", "coverage", "reinforce", "ved_kl")
-
 
 @dataclass
 class ELBOConfig(FairseqDataclass):

@@ -90,14 +90,7 @@ done
 "$PYTHON" - "${results[@]}" <<'EOF'
 """Side-by-side table: ours vs D Tables 16-17 (accuracy %, success %, rounds)."""
 import json, sys
-PUB = {  # (low, high, games) -> {model: (accuracy, success, rounds)}
-    (0, 10, 100): {"memn2n": (77, 86, 4.3), "t_memn2n_S1": (87, 95, 3.9), "t_memn2n_S10": (91, 98, 3.6)},
-    (0, 10, 1000): {"memn2n": (99, 100, 4.2), "t_memn2n_S1": (100, 100, 3.8), "t_memn2n_S10": (100, 100, 3.6)},
-    (0, 10, 10000): {"memn2n": (97, 98, 4.0), "t_memn2n_S1": (99, 100, 3.8), "t_memn2n_S10": (100, 100, 3.7)},
-    (0, 100, 100): {"memn2n": (17, 20, 7.7), "t_memn2n_S1": (19, 28, 5.1), "t_memn2n_S10": (21, 31, 3.2)},
-    (0, 100, 1000): {"memn2n": (30, 45, 8.7), "t_memn2n_S1": (49, 61, 8.2), "t_memn2n_S10": (55, 72, 7.7)},
-    (0, 100, 10000): {"memn2n": (63, 68, 12.6), "t_memn2n_S1": (78, 89, 9.1), "t_memn2n_S10": (85, 97, 8.5)},
-}
+from fairseq_acvi.published import GUESS_NUMBER as PUB  # (low, high, games) -> player -> (acc, succ, rounds)
 print("\naccuracy = share of all guesses inside the implied bounds; acc/game = mean of the per-game "
       "shares (the seed's transcripts report accuracy per game)")
 print(f"{'setting':<20} {'player':<14} {'acc %':>6} {'acc/game':>8} {'succ %':>7} {'rounds':>7} "

@@ -46,26 +46,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from fairseq_acvi.modules.student_t import SAMPLERS
+from fairseq_acvi.published import BABI_JOINT, BABI_SINGLE, BABI_TASK_NAMES
 
-# Published test accuracy (docs/method.md §5): task -> (MemN2N, t-MEM-NN S=1, t-MEM-NN S=10).
-PUBLISHED_SINGLE = {
-    1: (100, 100, 100), 2: (84, 77, 84), 3: (55, 55, 57), 4: (96, 94, 96), 5: (88, 87, 88),
-    6: (92, 93, 97), 7: (83, 81, 85), 8: (87, 87, 90), 9: (90, 88, 92), 10: (78, 81, 84),
-    11: (85, 98, 98), 12: (100, 100, 100), 13: (89, 93, 95), 14: (92, 92, 96), 15: (100, 100, 100),
-    16: (45, 45, 46), 17: (51, 51, 53), 18: (87, 89, 91), 19: (12, 12, 14), 20: (100, 100, 100)}
-# Joint training, D Table 10 (dissertation text, §6.5.3).
-PUBLISHED_JOINT = {
-    1: (99, 100, 100), 2: (86, 61, 79), 3: (71, 45, 60), 4: (85, 77, 85), 5: (86, 82, 86),
-    6: (96, 99, 100), 7: (84, 84, 85), 8: (89, 88, 89), 9: (96, 99, 99), 10: (92, 91, 95),
-    11: (94, 90, 91), 12: (98, 99, 100), 13: (97, 93, 98), 14: (88, 91, 96), 15: (98, 97, 100),
-    16: (46, 46, 48), 17: (55, 55, 58), 18: (59, 67, 71), 19: (10, 14, 17), 20: (100, 100, 100)}
-TASK_NAMES = {1: "single supporting fact", 2: "two supporting facts", 3: "three supporting facts",
-              4: "two arg. relations", 5: "three arg. relations", 6: "yes/no questions",
-              7: "counting", 8: "lists/sets", 9: "simple negation", 10: "indefinite knowledge",
-              11: "basic coreference", 12: "conjunction", 13: "compound coreference",
-              14: "time reasoning", 15: "basic deduction", 16: "basic induction",
-              17: "positional reasoning", 18: "size reasoning", 19: "path finding",
-              20: "agent's motivations"}
 COLUMNS = [("memn2n", None, "MemN2N"), ("t_memn2n", 1, "t-MEM-NN S=1"),
            ("t_memn2n", 10, "t-MEM-NN S=10")]
 
@@ -530,7 +512,7 @@ def table(setup: str, results: dict, published: dict, pub_label: str = "pub.") -
              f"| t-MEM-NN S=10 ({p}) | t-MEM-NN S=10 (ours) |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for t in tasks:
-        row = [f"{t}: {TASK_NAMES.get(t, '')}"]
+        row = [f"{t}: {BABI_TASK_NAMES.get(t, '')}"]
         for i, c in enumerate(names):
             pub = published.get(t, (None,) * 3)[i]
             ours = cols.get(c, {}).get(t)
@@ -606,7 +588,7 @@ def uncertainty_table(results: dict) -> List[str]:
              "| I right | I wrong |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for t in sorted(per_task):
         r = per_task[t]
-        lines.append(f"| {t}: {TASK_NAMES.get(t, '')} | {r['right']['n']} / {r['wrong']['n']} | "
+        lines.append(f"| {t}: {BABI_TASK_NAMES.get(t, '')} | {r['right']['n']} / {r['wrong']['n']} | "
                      + " | ".join(cell(r, name, part) for name in UNCERTAINTY_NAMES
                                   for part in ("right", "wrong")) + " |")
     # pooled over every question of every task: weighted by the counts
@@ -784,8 +766,8 @@ def render(args):
            f"{args.joint_seeds or 'the same'}) by validation accuracy, ties broken by the lower "
            f"validation NLL (runs that record one); each run keeps its best-validation epoch "
            f"by the same order.", ""]
-    for setup, published, title in [("single", PUBLISHED_SINGLE, "Single-task training (D Table 2)"),
-                                    ("joint", PUBLISHED_JOINT, "Joint training (D Table 10)")]:
+    for setup, published, title in [("single", BABI_SINGLE, "Single-task training (D Table 2)"),
+                                    ("joint", BABI_JOINT, "Joint training (D Table 10)")]:
         path = os.path.join(args.out_dir, f"results_{setup}.json")
         res = load_json(path)
         if not res:

@@ -28,22 +28,11 @@ import string
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from fairseq_acvi.data.video_features import tokenize_caption
+from fairseq_acvi.published import CAPTIONING_TABLE3
 
 ALL_METRICS = ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 
 #: ACVI paper Table 3 (docs/method.md §5): {method: {(metric, split): value}}
-_TABLE3_ROWS = {  # method: ROUGE-L valid, ROUGE-L test, CIDEr valid, CIDEr test
-    "SA": (0.5628, 0.5701, 0.4575, 0.421),
-    "Structured": (0.5804, 0.5712, 0.5071, 0.4283),
-    "Variational": (0.5809, 0.5716, 0.5103, 0.4289),
-    "VED": (0.5839, 0.5749, 0.5421, 0.4298),
-    "ACVI": (0.5968, 0.5766, 0.6039, 0.4375),
-}
-PUBLISHED_TABLE3: Dict[str, Dict[tuple, float]] = {
-    m: dict(zip([("ROUGE-L", "valid"), ("ROUGE-L", "test"), ("CIDEr", "valid"), ("CIDEr", "test")], v))
-    for m, v in _TABLE3_ROWS.items()
-}
-
 _PUNCT = set(string.punctuation)
 
 
@@ -150,12 +139,12 @@ def format_table3(ours: Mapping[str, Mapping[str, float]], name: str = "ours",
     ``ours``: {split: {metric: value}} for splits "valid" and/or "test"; missing cells print "-".
     Rows for ``extra_metrics`` (not in the paper) show only our values.
     """
-    methods = list(PUBLISHED_TABLE3)
+    methods = list(CAPTIONING_TABLE3)
     header = ["metric", "split", *methods, name]
     rows = []
     for metric in ("ROUGE-L", "CIDEr", *extra_metrics):
         for split in ("valid", "test"):
-            pub = [PUBLISHED_TABLE3[m].get((metric, split)) for m in methods]
+            pub = [CAPTIONING_TABLE3[m].get((metric, split)) for m in methods]
             mine = ours.get(split, {}).get(metric)
             if mine is None and all(p is None for p in pub):
                 continue

@@ -1,49 +1,9 @@
 #!/usr/bin/env bash
-# Multi30K (task 1) En->De with transformers (issue 24): fairseq's own `transformer` against
-# `acvi_transformer` with soft and with ACVI encoder-decoder attention (docs/method.md §2.6), all at
-# the size of the `acvi_transformer_multi30k` preset (3+3 layers, 256-d, FFN 1024, 4 heads, shared
-# decoder input/output embeddings, dropout 0.3), the same optimiser (Adam β = (0.9, 0.98),
-# inverse-sqrt schedule with a linear warm-up, weight decay 1e-4), the same `elbo` criterion with
-# label smoothing 0.1 (on fairseq's transformer it is its cross-entropy: no loss terms). Per system
-# and seed: train (early stopping on validation likelihood), decode valid / test2016 / test2017 with
-# beam 10, score tokenised lower-cased BLEU and detokenised sacreBLEU, as recipes/mt_multi30k.sh
-# does for the LSTMs (the same data, decoding and scoring: its results are the LSTM rows to put
-# beside these). Collect with
-#   python -m fairseq_acvi.cli.mt_report runs/multi30k_transformer --compare transformer soft-transformer
-# (run.json: fairseq's model is context `transformer`; ours are `soft` / `acvi` with tag `transformer`).
-#
-# Run from the repo root:
-#   SYSTEMS="transformer soft acvi" SEEDS="1 2 3" bash recipes/mt_transformer_multi30k.sh [extra fairseq-train args]
-#
-# Cost (measured 2026-11-26 with the smoke run below, one thread each, on a 2-core machine shared
-# with two other training jobs (load ≈ 4-5): pessimistic): after the first update, training ran at
-# 550-690 target words/s for fairseq's transformer, 600-630 for the soft model and 630-810 for ACVI
-# (the load varied; benchmarks/bench_transformer.py, interleaved: ACVI 0.97-1.00× fairseq's
-# transformer). An epoch of Multi30K is 29,000 pairs, 389,706 German target tokens (</s> included):
-# 8-12 minutes; MAX_EPOCH=30 is then 4-6 hours of training per run, plus the beam-10 decoding of
-# three 1,000-sentence splits (ACVI averages K = 10 samples: 0.26-0.32× the speed of K = 1 on a
-# CPU, benchmarks/bench_transformer.py). The full 3 systems × 3 seeds is about two days of one core
-# (one day on two); on a GPU, an hour or two.
-# In the smoke run fairseq's transformer and the soft model (same seed) logged identical losses
-# (13.565, 13.676, 13.592; valid 13.594): the soft model is fairseq's transformer.
-# The hyper-parameters (LR, WARMUP, MAX_EPOCH) are fairseq's IWSLT transformer recipe scaled down to
-# Multi30K's ~117 updates an epoch; they are not tuned (no full run of this recipe has been made).
-#
-# Smoke test of the whole pipeline (a few updates, cheap decoding; writes under /tmp):
-#   RUNS=/tmp/mt_tx_smoke SEEDS=1 MAX_UPDATE=3 BEAM=2 GEN_ARGS="--max-len-a 0 --max-len-b 5" \
-#     EVAL_SPLITS=test2016 bash recipes/mt_transformer_multi30k.sh
-#
-# Options (env vars):
-#   SYSTEMS="transformer soft acvi"   transformer = fairseq's --arch transformer at the same size;
-#                      soft / acvi = --arch $ARCH --context-inference soft / acvi
-#   PAIR=en_de SEEDS=1 ARCH=acvi_transformer_multi30k (acvi_transformer_iwslt_de_en: the IWSLT size)
-#   MAX_EPOCH=30 PATIENCE=5 MAX_UPDATE=0 (0 = no limit)   early stopping on validation nll_loss
-#   LR=0.001 WARMUP=500 LABEL_SMOOTHING=0.1 MAX_TOKENS=4000 CLIP_NORM=0
-#   BEAM=10 GEN_BATCH=128 GEN_ARGS="--max-len-a 2 --max-len-b 10"
-#   EVAL_SPLITS="valid test2016 test2017"   MC_SWEEP=  (ACVI: extra K values decoded, e.g. "0 1 5 20")
-#   TRAIN=1 (0: evaluate the existing checkpoint_best.pt)
-#   RUNS=runs/multi30k_transformer DATA_BIN=data-bin/multi30k_$PAIR (data_scripts/prepare_multi30k.sh)
-#   THREADS=1 DEVICE=cpu|cuda PYTHON=python USER_DIR=fairseq_acvi
+# Multi30K En->De with transformers (docs/method.md §2.6): fairseq's `transformer` against
+# `acvi_transformer` with soft and ACVI attention at one size; train, beam-10 decode, BLEU, as
+# recipes/mt_multi30k.sh does for the LSTMs. From the repository root:
+# SYSTEMS="transformer soft acvi" SEEDS="1 2 3" bash recipes/mt_transformer_multi30k.sh [fairseq-train args]
+# Every variable, the cost and a smoke run: docs/recipes/mt_transformer_multi30k.md
 set -euo pipefail
 
 SYSTEMS="${SYSTEMS:-transformer soft acvi}"

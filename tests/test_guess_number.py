@@ -377,3 +377,21 @@ def test_end_to_end_train_memn2n_then_play(tmp_path):
     # hints) wins every game but with 33% accuracy and 11 rounds; the random student: 100%, 3.6.
     assert m["accuracy"] > 0.7 and m["success"] >= 0.9, m
     assert m["rounds"] < 7, m
+
+
+def test_readme_main_job_recipe_runs_and_prints_the_table(tmp_path):
+    """The README's main command runs recipes/guess_number.sh: a short version (2 epochs, 200
+    training games, 20 test games) goes through every step and prints one row per player with
+    the published numbers beside the settings the paper has (none for 200 games: '-')."""
+    import os
+    import subprocess
+    env = dict(os.environ, OUT=str(tmp_path / "gn"), SETTINGS="0:10:200", MAX_EPOCH="2",
+               GAMES="20", TRANSCRIPTS="0", OMP_NUM_THREADS="1")
+    res = subprocess.run(["bash", "recipes/guess_number.sh"], cwd=str(REPO), env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rows = [line for line in res.stdout.splitlines() if line.startswith("[0,10] 200 games")]
+    players = [line.split()[3] for line in rows]
+    assert players == ["scripted", "memn2n", "t_memn2n_S1", "t_memn2n_S10"], res.stdout[-2000:]
+    assert all(line.rstrip().endswith("| -") or line.rstrip().endswith("|   -") for line in rows)
+    assert (tmp_path / "gn" / "0-10_200" / "results").is_dir()

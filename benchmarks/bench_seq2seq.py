@@ -64,15 +64,17 @@ def fairseq_lstm(d, dim, layers):
     return LSTMModel.build_model(args, _Task(d))
 
 
-def batch(d, B, N, seed):
+def batch(d, B, N, seed, S=None):
+    """B sentences: source length S (default N), target length N."""
+    S = S or N
     g = torch.Generator().manual_seed(seed)
-    src = torch.randint(d.nspecial, len(d), (B, N), generator=g)
+    src = torch.randint(d.nspecial, len(d), (B, S), generator=g)
     src[:, -1] = d.eos()
     prev = torch.randint(d.nspecial, len(d), (B, N), generator=g)
     prev[:, 0] = d.eos()
     tgt = torch.roll(prev, -1, 1)
     tgt[:, -1] = d.eos()
-    return src, torch.full((B,), N), prev, tgt
+    return src, torch.full((B,), S), prev, tgt
 
 
 
@@ -83,7 +85,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--len", type=int, default=30)
+    p.add_argument("--len", type=int, default=30, help="target length (and source, by default)")
+    p.add_argument("--src-len", type=int, default=None,
+                   help="source length (default: --len), e.g. 20 BPE tokens against 72 characters")
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--layers", type=int, default=2)
@@ -100,11 +104,12 @@ def main():
     models = {v: ours(d, v, a.dim, a.layers) for v in variants}
     models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers)
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
-    b = batch(d, a.batch, a.len, 0)
+    b = batch(d, a.batch, a.len, 0, a.src_len)
     words = a.batch * a.len
     wps = training_words_per_second(models, opts, b, words, a.rounds)
     keys = list(models)
-    print(f"# training: batch {a.batch}×{a.len} target words, vocab {a.vocab}, dim {a.dim}, "
+    print(f"# training: batch {a.batch}×{a.len} target words (source {a.src_len or a.len}), "
+          f"vocab {a.vocab}, dim {a.dim}, "
           f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s); medians")
     print(f"{'model':<14} {'words/s':>9} {'vs soft':>8}")
     for k in keys:
@@ -117,7 +122,7 @@ def main():
 
     # decoding: K = 1 vs K = 10 on the same ACVI model and sentences
     model = (models.get("acvi") or ours(d, "acvi", a.dim, a.layers)).eval()
-    src, lengths, _, _ = batch(d, a.decode_sentences, a.len, 1)
+    src, lengths, _, _ = batch(d, a.decode_sentences, a.len, 1, a.src_len)
     gen = SequenceGenerator([model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.len,
                             min_len=a.len)  # fixed output length: same work for both K
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}

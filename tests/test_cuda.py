@@ -106,19 +106,25 @@ def test_babi_task1_mixed_precision_learns_and_validates(shared_data, tmp_path, 
 
 # ----------------------------------------------------------------------------- translation
 
+def _beam_search_12_finite(data, ckpt, precision, mc_samples):
+    """Beam 3 on the reversal task's 12 test sentences from ``ckpt`` in ``precision`` with
+    ``mc_samples`` context samples: one hypothesis each, every score finite."""
+    gen = run_cli("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--path", ckpt,
+                  "--beam", "3", "--batch-size", "8", "--gen-subset", "test", precision,
+                  "--model-overrides", f"{{'mc_samples': {mc_samples}}}")
+    hyps = [line for line in gen.stdout.splitlines() if line.startswith("H-")]
+    assert len(hyps) == 12, gen.stdout[-2000:]
+    assert all(np.isfinite(float(h.split("\t")[1])) for h in hyps)
+
+
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("variant", ["soft", "acvi"])
 def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
     """Reversal task: 60 updates in the mode, loss falls, then beam search from the checkpoint
     in the same mode (ACVI with 3 Monte-Carlo samples)."""
-    from test_translation_cli import TINY, write_reversal
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    write_reversal(raw)
-    data = raw / "bin"
-    run_cli("fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
-            "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
-            "--destdir", data, "--joined-dictionary", "--workers", "1")
+    from test_translation_cli import TINY, reversal_bin
+    (tmp_path / "raw").mkdir()
+    data = reversal_bin(tmp_path / "raw")
     res = run_cli("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "translation",
                   "--arch", "acvi_lstm", "--criterion", "elbo", "--optimizer", "adam",
                   "--lr", "0.005", "--max-tokens", "1500", "--max-update", "60",
@@ -130,13 +136,7 @@ def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
     assert precision == "--amp" or _scaler_logged(text)
     losses = _logged(text, "loss")
     assert losses[-1] < losses[0], losses
-    gen = run_cli("fairseq_cli.generate", data, "--user-dir", USER_DIR,
-                  "--path", tmp_path / "ck" / "checkpoint_last.pt", "--beam", "3",
-                  "--batch-size", "8", "--gen-subset", "test", precision,
-                  "--model-overrides", "{'mc_samples': 3}")
-    hyps = [line for line in gen.stdout.splitlines() if line.startswith("H-")]
-    assert len(hyps) == 12, gen.stdout[-2000:]
-    assert all(np.isfinite(float(h.split("\t")[1])) for h in hyps)
+    _beam_search_12_finite(data, tmp_path / "ck" / "checkpoint_last.pt", precision, 3)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -147,14 +147,9 @@ def test_transformer_mixed_precision_round_trip(tmp_path, variant, precision):
     ACVI parameters stored finite, then beam search from the checkpoint in the same mode with
     K = 3 samples and with the mean context (K = 0)."""
     from test_acvi_transformer import TINY as TINY_TRANSFORMER
-    from test_translation_cli import write_reversal
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    write_reversal(raw)
-    data = raw / "bin"
-    run_cli("fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
-            "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
-            "--destdir", data, "--joined-dictionary", "--workers", "1")
+    from test_translation_cli import reversal_bin
+    (tmp_path / "raw").mkdir()
+    data = reversal_bin(tmp_path / "raw")
     res = run_cli("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "translation",
                   "--arch", "acvi_transformer_multi30k", "--criterion", "elbo",
                   "--label-smoothing", "0.1", "--optimizer", "adam", "--lr", "0.002",
@@ -173,13 +168,8 @@ def test_transformer_mixed_precision_round_trip(tmp_path, variant, precision):
     state = torch.load(ckpt, weights_only=True)
     assert all(torch.isfinite(v.float()).all() for v in state["model"].values()
                if torch.is_tensor(v) and v.is_floating_point())
-    for k in ("3", "0"):
-        gen = run_cli("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--path", ckpt,
-                      "--beam", "3", "--batch-size", "8", "--gen-subset", "test", precision,
-                      "--model-overrides", f"{{'mc_samples': {k}}}")
-        hyps = [line for line in gen.stdout.splitlines() if line.startswith("H-")]
-        assert len(hyps) == 12, gen.stdout[-2000:]
-        assert all(np.isfinite(float(h.split("\t")[1])) for h in hyps)
+    for k in (3, 0):
+        _beam_search_12_finite(data, ckpt, precision, k)
 
 
 # ----------------------------------------------------------------------------- summarization

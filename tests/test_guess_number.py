@@ -2,8 +2,10 @@
 import importlib.util
 import json
 import math
+import os
 import random
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -383,8 +385,6 @@ def test_readme_main_job_recipe_runs_and_prints_the_table(tmp_path):
     """The README's main command runs recipes/guess_number.sh: a short version (2 epochs, 200
     training games, 20 test games) goes through every step and prints one row per player with
     the published numbers beside the settings the paper has (none for 200 games: '-')."""
-    import os
-    import subprocess
     env = dict(os.environ, OUT=str(tmp_path / "gn"), SETTINGS="0:10:200", MAX_EPOCH="2",
                GAMES="20", TRANSCRIPTS="0", OMP_NUM_THREADS="1")
     res = subprocess.run(["bash", "recipes/guess_number.sh"], cwd=str(REPO), env=env,

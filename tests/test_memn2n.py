@@ -166,13 +166,19 @@ class _Task:
         self.train_size = n
 
 
-def test_t_divergence_criterion_scaling_and_logs():
+def _t_memn2n_and_sample():
+    """A training-mode t-MEM-NN (seed 0) on the small dictionary and a two-question sample."""
     torch.manual_seed(0)
     d = small_dict()
     m = TMemN2NModel(TMemN2NConfig(), d, 50).train()
     story, query = batch(d)
     sample = {"net_input": {"story": story, "query": query},
               "target": torch.tensor([d.index("kitchen"), d.index("garden")])}
+    return d, m, story, query, sample
+
+
+def test_t_divergence_criterion_scaling_and_logs():
+    d, m, story, query, sample = _t_memn2n_and_sample()
     crit = TDivergenceCriterion(_Task(900), "seed")
     torch.manual_seed(3)
     loss, n, log = crit(m, sample)
@@ -202,12 +208,7 @@ def test_t_divergence_criterion_scaling_and_logs():
 def test_t_divergence_criterion_warns_once_when_seed_collapses_nu(caplog):
     """Under --t-divergence seed a ν below 0.01 in training is the (D 56) collapse: one warning
     naming the matrix and the remedy; none for healthy ν, for tied / exact, or in evaluation."""
-    torch.manual_seed(0)
-    d = small_dict()
-    m = TMemN2NModel(TMemN2NConfig(), d, 50).train()
-    story, query = batch(d)
-    sample = {"net_input": {"story": story, "query": query},
-              "target": torch.tensor([d.index("kitchen"), d.index("garden")])}
+    _, m, _, _, sample = _t_memn2n_and_sample()
     crit = TDivergenceCriterion(_Task(900), "seed")
     with caplog.at_level("WARNING", logger="fairseq_acvi.criterions.t_divergence"):
         crit(m, sample)

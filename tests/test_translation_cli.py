@@ -28,15 +28,20 @@ def write_reversal(folder, n_train=300, n_valid=30, n_test=12, vocab=12, seed=0)
                 ft.write(" ".join(reversed(s)) + "\n")
 
 
-@pytest.fixture(scope="module")
-def data_bin(tmp_path_factory):
-    raw = tmp_path_factory.mktemp("raw")
+def reversal_bin(raw):
+    """The reversal task written into the folder ``raw`` and binarised into ``raw/bin``
+    (joined dictionary); returns that data-bin."""
     write_reversal(raw)
     out = raw / "bin"
     run_cli("fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
             "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
             "--destdir", out, "--joined-dictionary", "--workers", "1")
     return out
+
+
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory):
+    return reversal_bin(tmp_path_factory.mktemp("raw"))
 
 
 def train(data_bin, save_dir, *extra, updates=6):

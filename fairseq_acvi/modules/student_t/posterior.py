@@ -111,8 +111,8 @@ class StudentTMatrices(nn.Module):
             return _sigma_from(self.rho if rho is None else rho)
 
     def _compute_dtype(self) -> torch.dtype:
-        """float32 for half-precision parameters (--fp16, --memory-efficient-fp16), else their
-        dtype: draws and divergences are computed at least in float32."""
+        """The parameters' dtype, at least float32 (a half model keeps them float32 anyway:
+        :meth:`_apply`): draws and divergences are computed at least in float32."""
         return torch.promote_types(self.mu.dtype, torch.float32)
 
     def sample(self, s: Optional[int] = None) -> Tensor:

@@ -10,6 +10,12 @@ import re
 import pytest
 import torch
 
+from fairseq_acvi.babi_eval.build import make_model, make_task
+from fairseq_acvi.babi_eval.checkpoint import args_from_state
+from fairseq_acvi.babi_eval.evaluate import predict
+from fairseq_acvi.babi_eval.render import collect, selection_table, table
+from fairseq_acvi.babi_eval.results import data_variant
+from fairseq_acvi.babi_eval.selection import merge_dirs, merge_results, merge_sources, selection_key
 from fairseq_acvi.cli import babi_report
 
 
@@ -61,15 +67,20 @@ def test_report_end_to_end(tmp_path, shared_data):
     assert {single[f"memn2n|{t}"]["embed_dim"] for t in (1, 2)} == {8}
     assert {single[f"t_memn2n|{t}"]["embed_dim"] for t in (1, 2)} == {10}
     assert {i["embed_dim"] for i in joint.values()} == {12}
-    # ... and the saved models have those sizes (the attention section below rebuilds them)
+    # ... and the saved models have those sizes, and carry them with their other options (the
+    # attention section below rebuilds them)
     ck = out / "ckpt"
-    assert torch.load(ck / "single_memn2n_1.pt")["emb.E0"].shape[-1] == 8
-    assert torch.load(ck / "single_t_memn2n_1.pt")["posterior.mu"].shape[-1] == 10
-    assert torch.load(ck / "joint_t_memn2n_1-2.pt")["posterior.mu"].shape[-1] == 12
+    for name, param, dim in (("single_memn2n_1", "emb.E0", 8),
+                             ("single_t_memn2n_1", "posterior.mu", 10),
+                             ("joint_t_memn2n_1-2", "posterior.mu", 12)):
+        saved = torch.load(ck / f"{name}.pt", weights_only=True)
+        assert saved["model"][param].shape[-1] == dim
+        assert saved["options"]["embed_dim"] == dim
+        assert (saved["options"]["tying"], saved["options"]["random_noise"]) == ("adjacent", 0.0)
 
     md = (out / "babi_report.md").read_text()
     for title, res in [("Single-task training", single), ("Joint training", joint)]:
-        cols = babi_report.collect(res)
+        cols = collect(res)
         passed, mean = _summary(md, title)
         for i, c in enumerate(["memn2n", "t_memn2n_S1", "t_memn2n_S10"]):
             accs = [cols[c][t] for t in (1, 2)]
@@ -137,9 +148,10 @@ def test_more_seeds_then_merge_equals_one_best_of_n(tmp_path, shared_data):
     assert [r["seed"] for r in merged["runs"]] == [1, 2, 3]
     assert [r["valid"] for r in merged["runs"]] == [r["valid"] for r in one["runs"]]
     assert (merged["seed"], merged["valid"], merged["test"]) == (one["seed"], one["valid"], one["test"])
-    ck_one = torch.load(tmp_path / "all" / "ckpt" / "single_memn2n_2.pt")
-    ck_merged = torch.load(tmp_path / "m" / "ckpt" / "single_memn2n_2.pt")
-    assert all(torch.equal(ck_one[k], ck_merged[k]) for k in ck_one)
+    ck_one = torch.load(tmp_path / "all" / "ckpt" / "single_memn2n_2.pt", weights_only=True)
+    ck_merged = torch.load(tmp_path / "m" / "ckpt" / "single_memn2n_2.pt", weights_only=True)
+    assert all(torch.equal(ck_one["model"][k], ck_merged["model"][k]) for k in ck_one["model"])
+    assert ck_one["options"] == ck_merged["options"]
     md = (tmp_path / "m" / "babi_report.md").read_text()
     assert "MemN2N: best of 3 runs per task by validation (seeds 1-3), δ 6" in md
 
@@ -155,10 +167,10 @@ def test_merge_takes_results_files_and_reproduces_the_published_best_of_20_table
                                 "results_single_t_memn2n_rn0.1_seeds11-20.json",
                                 "results_single_memn2n_rn0.1_seeds11-20.json",
                                 "results_joint_rn0.1.json")]
-    sources = babi_report.merge_sources([str(f) for f in files])
+    sources = merge_sources([str(f) for f in files])
     assert [len(sources["single"]), len(sources["joint"])] == [3, 1]
     out = tmp_path / "m"
-    babi_report.merge_dirs([str(f) for f in files], str(out))
+    merge_dirs([str(f) for f in files], str(out))
     single = json.loads((out / "results_single.json").read_text())
     assert all(len(v["runs"]) == 20 for v in single.values()) and len(single) == 40
     for arch, col, passed, mean in (("t_memn2n", "t_memn2n_S10", 9, 86.3),
@@ -169,7 +181,7 @@ def test_merge_takes_results_files_and_reproduces_the_published_best_of_20_table
     joint = json.loads((out / "results_joint.json").read_text())
     assert {k.split("|")[0] for k in joint} == {"memn2n", "t_memn2n"}
     with pytest.raises(ValueError, match="neither an --out-dir folder nor"):
-        babi_report.merge_sources([str(runs / "README.md")])
+        merge_sources([str(runs / "README.md")])
 
 
 def test_merge_results_picks_best_and_refuses_overlapping_seeds():
@@ -180,12 +192,12 @@ def test_merge_results_picks_best_and_refuses_overlapping_seeds():
 
     a = {"m|1": info([(1, 80.0), (2, 90.0)], "a"), "m|2": info([(1, 70.0)], "a2")}
     b = {"m|1": info([(3, 90.0), (4, 85.0)], "b"), "m|2": info([(2, 71.0)], "b2")}
-    m = babi_report.merge_results([a, b])
+    m = merge_results([a, b])
     assert (m["m|1"]["seed"], m["m|1"]["test"], m["m|1"]["from_part"]) == (2, "a", 0)  # tie: lower seed
     assert (m["m|2"]["seed"], m["m|2"]["test"], m["m|2"]["from_part"]) == (2, "b2", 1)
     assert [r["seed"] for r in m["m|1"]["runs"]] == [1, 2, 3, 4]
     with pytest.raises(ValueError, match="seed\\(s\\) \\[2\\]"):
-        babi_report.merge_results([a, {"m|1": info([(2, 95.0)], "c")}])
+        merge_results([a, {"m|1": info([(2, 95.0)], "c")}])
 
 
 def test_selection_breaks_accuracy_ties_by_validation_nll():
@@ -197,37 +209,111 @@ def test_selection_breaks_accuracy_ties_by_validation_nll():
             r["valid_nll"] = nll
         return {**r, "runs": [dict(r)]}
 
-    key = babi_report.selection_key
+    key = selection_key
     assert max([info(1, 90.0, 0.30), info(2, 90.0, 0.20), info(3, 89.0, 0.01)], key=key)["seed"] == 2
     assert max([info(1, 90.0, 0.20), info(2, 90.0, 0.20)], key=key)["seed"] == 1
     assert max([info(1, 90.0, 0.30), info(2, 91.0, 0.90)], key=key)["seed"] == 2
-    m = babi_report.merge_results([{"m|1": info(1, 90.0, 0.3)}, {"m|1": info(2, 90.0, 0.1)}])
+    m = merge_results([{"m|1": info(1, 90.0, 0.3)}, {"m|1": info(2, 90.0, 0.1)}])
     assert (m["m|1"]["seed"], m["m|1"]["from_part"]) == (2, 1)
     with pytest.raises(ValueError, match="validation NLL"):
-        babi_report.merge_results([{"m|1": info(1, 90.0)}, {"m|1": info(2, 90.0, 0.1)}])
+        merge_results([{"m|1": info(1, 90.0)}, {"m|1": info(2, 90.0, 0.1)}])
 
 
 @pytest.mark.parametrize("arch", ["memn2n", "t_memn2n"])
 @pytest.mark.parametrize("tying,noise", [("adjacent", 0.0), ("layerwise", 0.1), ("layerwise", 0.0)])
 def test_saved_models_are_rebuilt_with_their_own_options(shared_data, arch, tying, noise):
-    """--render-only / --merge rebuild each chosen model from its checkpoint even when the
-    command line's --embed-dim / --tying / --random-noise differ from the run's."""
+    """Legacy checkpoints (plain state dicts, written before checkpoints carried their options):
+    --render-only / --merge rebuild each chosen model from its weights even when the command
+    line's --embed-dim / --tying / --random-noise differ from the run's."""
     import argparse
     folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
     args = babi_report.build_parser().parse_args(["--data", str(folder)])
-    task = babi_report.make_task(str(folder), "1")
+    task = make_task(str(folder), "1")
     trained = copy_args(args, embed_dim=7, tying=tying, random_noise=noise)
-    model, _ = babi_report.make_model(task, arch, trained)
+    model, _ = make_model(task, arch, trained)
     state = model.state_dict()
     other = copy_args(args, embed_dim=20, tying="adjacent" if tying == "layerwise" else "layerwise",
                       random_noise=0.1 if noise == 0 else 0.0)
-    rebuilt = babi_report.args_from_state(other, state, task.cfg.memory_size)
+    rebuilt = args_from_state(other, state, task.cfg.memory_size)
     assert (rebuilt.embed_dim, rebuilt.tying) == (7, tying)
     assert rebuilt.random_noise == pytest.approx(noise)
-    babi_report.make_model(task, arch, rebuilt)[0].load_state_dict(state)       # fits
+    make_model(task, arch, rebuilt)[0].load_state_dict(state)       # fits
     with pytest.raises(RuntimeError):
-        babi_report.make_model(task, arch, other)[0].load_state_dict(state)     # the trap it avoids
+        make_model(task, arch, other)[0].load_state_dict(state)     # the trap it avoids
     assert isinstance(rebuilt, argparse.Namespace)
+
+
+def _trained_and_other_args(folder, arch):
+    """The options a model was trained with, and a command line that differs in every model
+    option (t-MEM-NN: also its sampler, prior and σ)."""
+    args = babi_report.build_parser().parse_args(["--data", str(folder)])
+    trained = copy_args(args, embed_dim=7, hops=2, tying="adjacent", random_noise=0.1,
+                        empty_memories="attend", linear_start_epochs=3, prior_dof=5.0,
+                        escort_sampler="gamma", sigma_init=0.05)
+    other = copy_args(args, embed_dim=9, hops=3, tying="layerwise", random_noise=0.0,
+                      empty_memories="mask", linear_start_epochs=0, prior_dof=10.0,
+                      escort_sampler="polar", sigma_init=0.01)
+    return trained, other
+
+
+@pytest.mark.parametrize("arch", ["memn2n", "t_memn2n"])
+def test_checkpoint_carries_its_options_and_round_trips(tmp_path, shared_data, arch):
+    """A checkpoint is {"model": state dict, "options": plain values}: it loads with
+    weights_only=True and rebuilds the model it saved, with the same predictions (t-MEM-NN: the
+    same seeded draws, so the same escort sampler), whatever the command line says."""
+    import dataclasses
+
+    from fairseq_acvi.babi_eval.build import model_options
+    from fairseq_acvi.babi_eval.checkpoint import load_model, save_checkpoint
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    task = make_task(str(folder), "1")
+    trained, other = _trained_and_other_args(folder, arch)
+    torch.manual_seed(5)
+    model, _ = make_model(task, arch, trained)
+    path = tmp_path / "single_x_1.pt"
+    save_checkpoint(str(path), model, model_options(arch, trained))
+    saved = torch.load(path, weights_only=True)
+    assert set(saved) == {"model", "options"}
+    assert json.loads(json.dumps(saved["options"])) == saved["options"]    # plain values only
+    assert saved["options"]["arch"] == arch and saved["options"]["hops"] == 2
+    torch.manual_seed(6)                                  # another initialisation, overwritten
+    rebuilt = load_model(str(path), task, arch, other)
+    fields = dataclasses.asdict(model.cfg)
+    assert dataclasses.asdict(rebuilt.cfg) == fields
+    va = task.datasets["valid"]
+    samples = 3 if arch == "t_memn2n" else None
+    p0, lp0 = predict(model, va, samples, with_log_probs=True)
+    p1, lp1 = predict(rebuilt, va, samples, with_log_probs=True)
+    assert torch.equal(p0, p1) and torch.equal(lp0, lp1)
+    with pytest.raises(ValueError, match="holds a"):
+        load_model(str(path), task, "t_memn2n" if arch == "memn2n" else "memn2n", other)
+
+
+@pytest.mark.parametrize("arch", ["memn2n", "t_memn2n"])
+def test_legacy_plain_state_dict_checkpoint_still_loads(tmp_path, shared_data, arch):
+    """An old-format checkpoint (a bare state dict, as ckpt/ held before 2026-11-26) loads
+    through the legacy path: δ, tying and random noise from its weights, the rest from the
+    command line; predictions as the saved model's. Options the weights cannot tell and the
+    command line gets wrong (--hops) are refused with a message naming them."""
+    from fairseq_acvi.babi_eval.checkpoint import load_model, read_checkpoint
+    folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
+    task = make_task(str(folder), "1")
+    trained, other = _trained_and_other_args(folder, arch)
+    model, _ = make_model(task, arch, trained)
+    path = tmp_path / "single_x_1.pt"
+    torch.save(model.state_dict(), path)                             # the old format
+    assert read_checkpoint(str(path))[1] is None
+    # the command line agrees on what the weights cannot tell (hops, empty memories, sampler)
+    cmdline = copy_args(other, hops=2, empty_memories="attend", escort_sampler="gamma",
+                        prior_dof=5.0)
+    rebuilt = load_model(str(path), task, arch, cmdline)
+    assert (rebuilt.dim, rebuilt.tying, rebuilt.random_noise) == (7, "adjacent", 0.1)
+    va = task.datasets["valid"]
+    samples = 3 if arch == "t_memn2n" else None
+    assert torch.equal(predict(model, va, samples, with_log_probs=True)[1],
+                       predict(rebuilt, va, samples, with_log_probs=True)[1])
+    with pytest.raises(ValueError, match="does not fit the model options given \\(--hops 3\\)"):
+        load_model(str(path), task, arch, copy_args(cmdline, hops=3))
 
 
 def copy_args(args, **kw):
@@ -244,18 +330,18 @@ def test_validation_leaves_the_training_random_stream_alone(shared_data):
     for t-MEM-NN, the same escort draws. The draws themselves stay reproducible."""
     folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
     args = babi_report.build_parser().parse_args(["--data", str(folder), "--embed-dim", "6"])
-    task = babi_report.make_task(str(folder), "1")
-    model, _ = babi_report.make_model(task, "t_memn2n", args)
+    task = make_task(str(folder), "1")
+    model, _ = make_model(task, "t_memn2n", args)
     va = task.datasets["valid"]
     torch.manual_seed(123)
     state = torch.get_rng_state()
-    first = babi_report.predict(model, va, samples=3)
+    first = predict(model, va, samples=3)
     assert torch.equal(torch.get_rng_state(), state)
     order_a = torch.randperm(900)
-    babi_report.predict(model, va, samples=3)
+    predict(model, va, samples=3)
     order_b = torch.randperm(900)
     assert not torch.equal(order_a, order_b)                 # the stream moved on
-    assert torch.equal(babi_report.predict(model, va, samples=3), first)   # seeded draws
+    assert torch.equal(predict(model, va, samples=3), first)   # seeded draws
 
 
 def test_recipe_script_runs_and_passes_its_options(tmp_path, shared_data):
@@ -291,19 +377,19 @@ def test_selection_table_compares_the_rules_and_the_mean_over_seeds():
     runs = [run(1, 90.0, 80.0, 0.2), run(2, 90.0, 96.0, 0.05), run(3, 50.0, 40.0, 0.9)]
     res = {"memn2n|3": {**runs[1], "runs": runs},
            "memn2n|1,2": {**runs[0], "runs": [runs[0]]}}        # joint keys are left out
-    lines = babi_report.selection_table(res)
+    lines = selection_table(res)
     assert lines[-1] == "| MemN2N (1 tasks) | 1 / 96.0 | 0 / 80.0 | 0 / 72.0 |"
     # results from before runs recorded their test accuracy: no table
-    assert babi_report.selection_table({"memn2n|3": {**runs[1], "runs": [{"seed": 1, "valid": 9}]}}) == []
+    assert selection_table({"memn2n|3": {**runs[1], "runs": [{"seed": 1, "valid": 9}]}}) == []
 
 
 def test_sigma_init_reaches_the_t_memn2n_posterior(shared_data):
     folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
-    task = babi_report.make_task(str(folder), "1")
+    task = make_task(str(folder), "1")
     for value in (0.01, 0.05):
         args = babi_report.build_parser().parse_args(
             ["--data", str(folder), "--embed-dim", "6", "--sigma-init", str(value)])
-        model, _ = babi_report.make_model(task, "t_memn2n", args)
+        model, _ = make_model(task, "t_memn2n", args)
         assert model.posterior.sigma.median().item() == pytest.approx(value, rel=1e-3)
 
 
@@ -340,9 +426,9 @@ def test_report_on_a_hindi_multi_word_answer_folder_names_the_variant(tmp_path):
         babi_report.main(["--data", str(other), "--variant", "shuffled"] + argv)
     assert json.loads((out / "results_single.json").read_text()) == results
     # a label for a folder that is not a release folder is free; en's report keeps "(pub.)"
-    assert babi_report.data_variant(str(other), "hn") == "hn"
-    assert babi_report.data_variant(str(tmp_path / "en") + "/") == "en"
-    assert "| MemN2N (pub.) |" in "\n".join(babi_report.table("single", results, {}))
+    assert data_variant(str(other), "hn") == "hn"
+    assert data_variant(str(tmp_path / "en") + "/") == "en"
+    assert "| MemN2N (pub.) |" in "\n".join(table("single", results, {}))
 
 
 def test_merge_refuses_runs_of_two_variants():
@@ -350,12 +436,12 @@ def test_merge_refuses_runs_of_two_variants():
         r = {"seed": seed, "valid": 90.0, "valid_nll": 0.1, "variant": variant}
         return {**r, "runs": [dict(r)]}
     with pytest.raises(ValueError, match="variant hn and on shuffled"):
-        babi_report.merge_results([{"m|1": info(1, "hn")}, {"m|1": info(2, "shuffled")}])
-    assert babi_report.merge_results([{"m|1": info(1, "hn")}, {"m|1": info(2, "hn")}])["m|1"]["seed"] == 1
+        merge_results([{"m|1": info(1, "hn")}, {"m|1": info(2, "shuffled")}])
+    assert merge_results([{"m|1": info(1, "hn")}, {"m|1": info(2, "hn")}])["m|1"]["seed"] == 1
     # runs recorded before variants were (none) merge with any, and the result keeps the name
     old = info(1, None)
     del old["variant"], old["runs"][0]["variant"]
-    assert babi_report.merge_results([{"m|1": old}, {"m|1": info(2, "en")}])["m|1"]["variant"] == "en"
+    assert merge_results([{"m|1": old}, {"m|1": info(2, "en")}])["m|1"]["variant"] == "en"
 
 
 def test_recipe_takes_the_variant(tmp_path):

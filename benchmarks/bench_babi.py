@@ -44,7 +44,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import sync  # noqa: E402
-DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "babi", "tasks_1-20_v1-2", "en")
+BABI_EN = os.path.join("babi", "tasks_1-20_v1-2", "en")  # the en folder under $ACVI_DATA
 
 
 class PlainMemN2N(nn.Module):
@@ -394,7 +394,8 @@ def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: i
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.environ.get("BABI_DATA", DEFAULT_DATA))
+    ap.add_argument("--data", default=os.environ.get("BABI_DATA"),
+                    help="bAbI en folder (default: $BABI_DATA, else $ACVI_DATA/babi/tasks_1-20_v1-2/en)")
     ap.add_argument("--task", default="1")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--updates", type=int, default=40)
@@ -416,6 +417,11 @@ def main():
                     help="measure only the t-MEM-NN draw + divergence step, two autograd nodes "
                          "against the fused one, at task 1's and the joint dictionary's sizes")
     args = ap.parse_args()
+    if args.data is None and not args.posterior_only:
+        if not os.environ.get("ACVI_DATA"):
+            ap.error("no bAbI folder: pass --data <bAbI en folder> or set BABI_DATA=<bAbI en folder> or "
+                     "ACVI_DATA=<data root holding babi/tasks_1-20_v1-2/en> (e.g. ACVI_DATA=../shared/data)")
+        args.data = os.path.join(os.environ["ACVI_DATA"], BABI_EN)
     torch.set_num_threads(args.threads)
     import fairseq_acvi  # noqa: F401
 

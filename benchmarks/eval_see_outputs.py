@@ -1,8 +1,11 @@
 #!/usr/bin/env python
 """Score See et al.'s (2017) published outputs on the shared CNN/DM sample with our evaluation.
 
-    python benchmarks/eval_see_outputs.py [--data ../shared/data/cnn_dm_sample]
-        [--meteor exact,full] [--bootstrap 1000] [--json OUT]
+    python benchmarks/eval_see_outputs.py [--data SAMPLE] [--meteor exact,full] [--bootstrap 1000] [--json OUT]
+
+``--data``: the CNN/DM sample folder (``realsumm_ptrgen/``, ``summeval/``); default
+``$ACVI_DATA/cnn_dm_sample`` (``ACVI_DATA``: the data root holding ``cnn_dm_sample/``), an error when
+neither is given.
 
 Systems: ``realsumm_ptrgen/out_{baseline,pointer_gen,pointer_gen_cov}.txt`` against ``ref.txt``
 (100 test articles, sources ``src.txt``), plus SummEval's M8 (See et al.'s pointer-generator) on
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -60,11 +64,17 @@ def paired_bootstrap(a, b, n: int, seed: int = 0) -> float:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "cnn_dm_sample"))
+    p.add_argument("--data", default=None,
+                   help="the CNN/DM sample folder (default: $ACVI_DATA/cnn_dm_sample)")
     p.add_argument("--meteor", default="exact,full")
     p.add_argument("--bootstrap", type=int, default=1000)
     p.add_argument("--json")
     args = p.parse_args(argv)
+    if args.data is None:
+        if not os.environ.get("ACVI_DATA"):
+            p.error("no sample folder: pass --data <folder holding realsumm_ptrgen/ and summeval/> or set "
+                    "ACVI_DATA=<data root holding cnn_dm_sample/> (e.g. ACVI_DATA=../shared/data)")
+        args.data = str(Path(os.environ["ACVI_DATA"]) / "cnn_dm_sample")
     modes = [] if args.meteor == "none" else args.meteor.split(",")
     data = Path(args.data)
     print(f"METEOR resources: {meteor_resources()}", file=sys.stderr)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Checks of the real frame features on real MSVD clips (issue 23; docs/results/captioning_real_features_*).
 
-For every clip of ``--videos`` (the 5 clips of ``../shared/data/msvd/mlds_subset/video``), with the
-default backbone of ``data_scripts/extract_video_features.py`` (EfficientNet-Lite0, 1280-d):
+For every clip of ``--videos`` (the 5 clips of ``$ACVI_DATA/msvd/mlds_subset/video``, ``ACVI_DATA`` being
+the data root), with the default backbone of ``data_scripts/extract_video_features.py`` (EfficientNet-Lite0,
+1280-d):
 
 1. determinism: the (24, 1280) features extracted twice with one network, and with a freshly loaded one
    (largest absolute difference; 0 means bit-identical);
@@ -16,9 +17,9 @@ default backbone of ``data_scripts/extract_video_features.py`` (EfficientNet-Lit
    Mantel permutation p-value (all 5! = 120 relabellings of the clips of one matrix; one-sided,
    the share of relabellings whose correlation is at least the observed one).
 
-    python benchmarks/video_features_real.py --videos ../shared/data/msvd/mlds_subset/video \\
-        --vgg-dir ../shared/data/msvd/mlds_subset/feat_vgg16_fc2 \\
-        --mapping ../shared/data/msvd/youtube_mapping.txt --json OUT.json
+    python benchmarks/video_features_real.py --videos "$ACVI_DATA/msvd/mlds_subset/video" \\
+        --vgg-dir "$ACVI_DATA/msvd/mlds_subset/feat_vgg16_fc2" \\
+        --mapping "$ACVI_DATA/msvd/youtube_mapping.txt" --json OUT.json
 
 Prints a Markdown summary; ``--json`` writes every number.
 """

@@ -12,7 +12,7 @@ cuts one out of a folder written by ``prepare_cnndm_see.sh`` / ``prepare_cnndm.p
     # the first N records (--first N -> test_firstN)
     # the test records that See et al.'s published outputs cover (shared cnn_dm_sample)
     python data_scripts/cnndm_subset.py --data data-bin/cnndm_see --split test \
-        --see-sample ../shared/data/cnn_dm_sample
+        --see-sample "$ACVI_DATA/cnn_dm_sample"
         -> splits test_realsumm (REALSumm: See's baseline, pointer-gen, pointer-gen + coverage)
            and test_summeval (SummEval M8: See's pointer-gen)
 

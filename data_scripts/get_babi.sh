@@ -10,9 +10,10 @@
 #                                                      # tasks_1-20_v1-2/ (or is it, or is the variant
 #                                                      # folder), or the release tarball tasks_1-20_v1-2.tar.gz
 # Where it looks, in order: BABI_SRC (if set: only there), BABI_DIR (data/babi: an earlier download
-# or extraction, or its tarball), SHARED_BABI (../shared/data/babi, a shared read-only copy: it holds
-# en and en-10k, without en-10k's qa3 training file), then it downloads BABI_URL (the official
-# tarball, ~15 MB, all folders) into BABI_DIR.
+# or extraction, or its tarball), SHARED_BABI (a read-only copy holding tasks_1-20_v1-2/; unset:
+# $ACVI_DATA/babi when ACVI_DATA names the data root; this project's copy holds en and en-10k, without
+# en-10k's qa3 training file), then it downloads BABI_URL (the official tarball, ~15 MB, all folders)
+# into BABI_DIR (a failed download: exit 2, naming BABI_SRC and ACVI_DATA).
 # The en-valid / en-valid-10k folders re-split en's training files (qa{N}_train / qa{N}_valid) and are
 # not task folders: babi_qa holds out its own seeded 10 % (--valid-fraction) of each training file.
 # Last line of output: the absolute path of the variant folder (e.g. for BABI_DATA=...). A folder
@@ -21,7 +22,7 @@ set -euo pipefail
 
 BABI_DIR="${BABI_DIR:-data/babi}"
 BABI_SRC="${BABI_SRC:-}"
-SHARED_BABI="${SHARED_BABI:-../shared/data/babi}"
+SHARED_BABI="${SHARED_BABI:-${ACVI_DATA:+$ACVI_DATA/babi}}"
 BABI_URL="${BABI_URL:-http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz}"
 VARIANT="${VARIANT:-en}"
 RELEASE=tasks_1-20_v1-2
@@ -104,15 +105,23 @@ if [[ -f "$tarball" ]]; then
     extract "$tarball"
     use_release "$BABI_DIR/$RELEASE" "the tarball $tarball"
 fi
-if [[ -d "$SHARED_BABI/$RELEASE/$VARIANT" ]]; then
+if [[ -n "$SHARED_BABI" && -d "$SHARED_BABI/$RELEASE/$VARIANT" ]]; then
     check "$SHARED_BABI/$RELEASE/$VARIANT"; exit 0
 fi
 mkdir -p "$BABI_DIR"
 echo "downloading $BABI_URL" >&2
+fetched=0
 if command -v curl >/dev/null; then
-    curl -fL --retry 3 -o "$tarball.part" "$BABI_URL"
+    curl -fL --retry 3 -o "$tarball.part" "$BABI_URL" && fetched=1
 else
-    wget -O "$tarball.part" "$BABI_URL"
+    wget -O "$tarball.part" "$BABI_URL" && fetched=1
+fi
+if [[ "$fetched" != 1 ]]; then
+    rm -f "$tarball.part"
+    echo "error: could not download $BABI_URL and no local copy has $RELEASE/$VARIANT: set BABI_SRC=<a bAbI" \
+         "folder or tarball>, or ACVI_DATA=<data root holding babi/$RELEASE/> (or SHARED_BABI=<folder holding" \
+         "$RELEASE/>)" >&2
+    exit 2
 fi
 mv "$tarball.part" "$tarball"
 extract "$tarball"

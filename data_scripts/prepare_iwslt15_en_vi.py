@@ -1,7 +1,8 @@
 """Prepare IWSLT'15 En<->Vi for fairseq, word level with the official vocabularies (docs/method.md §3.3).
 
 Input: the Stanford NMT release (Luong & Manning 2015) ``train.{en,vi}``, ``tst2012.{en,vi}`` (valid),
-``tst2013.{en,vi}`` (test), ``vocab.{en,vi}``, from ``--raw-dir`` or downloaded. The text is already
+``tst2013.{en,vi}`` (test), ``vocab.{en,vi}``, from ``--raw-dir`` (``IWSLT_DIR``) or downloaded
+(with ``--smoke``, ``$ACVI_DATA/iwslt15_en_vi`` is used first when that folder exists). The text is already
 tokenised; nothing is re-tokenised here. The vocabularies are converted to fairseq dict files
 (dropping ``<unk> <s> </s>``, which fairseq adds itself) and ``fairseq-preprocess --srcdict/--tgtdict``
 binarises the three splits, so the model vocabulary is exactly the official one (17,188 + 4 En,
@@ -21,12 +22,12 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (run_main, REPO, DataError, download, fairseq_preprocess, log, read_parallel,  # noqa: E402
-                    require_files, vocab_to_fairseq_dict, write_lines, write_provenance)
+from common import (run_main, REPO, DataError, acvi_data_dir, download, fairseq_preprocess, log,  # noqa: E402
+                    read_parallel, require_files, vocab_to_fairseq_dict, write_lines, write_provenance)
 
 URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi"
 LANGS = ("en", "vi")
-SHARED_COPY = REPO.parent / "shared" / "data" / "iwslt15_en_vi"
+SHARED_COPY = acvi_data_dir("iwslt15_en_vi")  # $ACVI_DATA/iwslt15_en_vi; None when ACVI_DATA is unset
 
 
 def needed_files(smoke: bool):
@@ -35,11 +36,12 @@ def needed_files(smoke: bool):
 
 
 def locate_input(raw_dir, smoke: bool, download_dir: Path) -> Path:
-    """Folder holding the needed files: ``raw_dir`` if given, else a download, else the shared copy."""
+    """Folder holding the needed files: ``raw_dir`` if given, else (``smoke`` only: it has no train
+    set) ``$ACVI_DATA/iwslt15_en_vi`` if that folder exists, else a download."""
     if raw_dir:
         return Path(raw_dir)
-    if smoke and SHARED_COPY.is_dir():
-        log(f"SMOKE: using the project's shared copy {SHARED_COPY.relative_to(REPO.parent)}")
+    if smoke and SHARED_COPY is not None and SHARED_COPY.is_dir():
+        log(f"SMOKE: using $ACVI_DATA/iwslt15_en_vi: {SHARED_COPY}")
         return SHARED_COPY
     try:
         for name in needed_files(smoke):
@@ -47,14 +49,16 @@ def locate_input(raw_dir, smoke: bool, download_dir: Path) -> Path:
         return download_dir
     except DataError as e:
         raise DataError(f"{e}\nOffline? Point IWSLT_DIR at a folder with {' '.join(needed_files(smoke))}"
-                        " (or set SMOKE=1 with a folder holding only the tst2012/tst2013/vocab files).") from None
+                        " (or set SMOKE=1 with a folder holding only the tst2012/tst2013/vocab files, or "
+                        "SMOKE=1 ACVI_DATA=<data root holding iwslt15_en_vi/>).") from None
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--src", default="en", choices=LANGS)
     p.add_argument("--tgt", default="vi", choices=LANGS)
-    p.add_argument("--raw-dir", default=None, help="folder with the Stanford files (default: download)")
+    p.add_argument("--raw-dir", default=None, help="folder with the Stanford files (default: download; with --smoke, "
+                   "$ACVI_DATA/iwslt15_en_vi first if it exists)")
     p.add_argument("--dest", default=None, help="output data-bin (default data-bin/iwslt15_SRC_TGT[_smoke])")
     p.add_argument("--download-dir", default=str(REPO / "data-bin" / "raw" / "iwslt15_en_vi"))
     p.add_argument("--smoke", action="store_true", help="train on tst2012, valid/test on tst2013 (not the paper)")

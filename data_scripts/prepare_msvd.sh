@@ -9,14 +9,15 @@
 #                                          otherwise linked from FEATURES_DIR if set, or left for you to fill
 #                                          with data_scripts/extract_video_features.py
 #
-# Usage (from the repo root):  [MSVD_DIR=...] [OUT_DIR=data-bin/msvd] [MIN_COUNT=1] \
+# Usage (from the repo root):  MSVD_DIR=... | ACVI_DATA=... [OUT_DIR=data-bin/msvd] [MIN_COUNT=1] \
 #        [FEATURES_DIR=/path/to/npy] bash data_scripts/prepare_msvd.sh [--synthetic] [--min-count N]
+# MSVD_DIR: the folder of the caption files; unset: $ACVI_DATA/msvd (ACVI_DATA: the data root holding msvd/).
 # MIN_COUNT / --min-count: words seen fewer times in the training captions map to <unk>.
 # Note: the paper's App. B says "the last 600 clips" for test; the standard split files here have 670.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MSVD_DIR="${MSVD_DIR:-$REPO_ROOT/../shared/data/msvd}"
+MSVD_DIR="${MSVD_DIR:-${ACVI_DATA:+$ACVI_DATA/msvd}}"
 OUT_DIR="${OUT_DIR:-data-bin/msvd}"
 MIN_COUNT="${MIN_COUNT:-1}"
 FEATURES_DIR="${FEATURES_DIR:-}"
@@ -29,13 +30,18 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --synthetic) SYNTHETIC=1 ;;
     --min-count) [[ $# -ge 2 ]] || { echo "--min-count needs a value" >&2; exit 2; }; MIN_COUNT="$2"; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "unknown argument: $1 (flags: --synthetic --min-count N; env vars: MSVD_DIR OUT_DIR MIN_COUNT" \
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (flags: --synthetic --min-count N; env vars: MSVD_DIR ACVI_DATA OUT_DIR MIN_COUNT" \
             "FEATURES_DIR MAX_FRAMES FEATURE_DIM PYTHON)" >&2; exit 2 ;;
   esac
   shift
 done
 
+if [[ -z "$MSVD_DIR" ]]; then
+  echo "error: no caption folder: set MSVD_DIR=<folder with sents_{train,val,test}_lc_nopunc.txt>, or" \
+       "ACVI_DATA=<data root holding msvd/> (e.g. ACVI_DATA=../shared/data)" >&2
+  exit 2
+fi
 for f in sents_train_lc_nopunc.txt sents_val_lc_nopunc.txt sents_test_lc_nopunc.txt; do
   [[ -f "$MSVD_DIR/$f" ]] || { echo "missing $MSVD_DIR/$f (set MSVD_DIR)" >&2; exit 1; }
 done

@@ -2,8 +2,9 @@
 
 Input: the Multi30K task-1 folder of the official repository (github.com/multi30k/dataset,
 ``data/task1``), of which only ``tok/{train,val,test_2016_flickr,test_2017_flickr}.lc.norm.tok.LANG``
-(LANG in en de fr cs) is read; from ``--raw-dir``, else the project's shared copy
-``../shared/data/multi30k``, else downloaded into ``data-bin/raw/multi30k/tok``.
+(LANG in en de fr cs) is read; from ``--raw-dir`` (``MULTI30K_DIR`` of the shell entry point), else
+``$ACVI_DATA/multi30k`` when the environment variable ``ACVI_DATA`` names a data root holding that
+folder, else downloaded into ``data-bin/raw/multi30k/tok``.
 
 Text: the corpus's own ``tok/`` files (lower-cased, punctuation-normalised, Moses-tokenised by the
 corpus's ``scripts/task1-tokenize.sh``), used exactly as they ship; nothing is re-tokenised,
@@ -48,12 +49,12 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (run_main, REPO, DataError, download, fairseq_preprocess, log, read_parallel,  # noqa: E402
-                    require_files, require_nonempty_lines, write_lines, write_provenance)
+from common import (run_main, REPO, DataError, acvi_data_dir, download, fairseq_preprocess, log,  # noqa: E402
+                    read_parallel, require_files, require_nonempty_lines, write_lines, write_provenance)
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/tok"
 LANGS = ("en", "de", "fr", "cs")
-SHARED_COPY = REPO.parent / "shared" / "data" / "multi30k"
+SHARED_COPY = acvi_data_dir("multi30k")  # $ACVI_DATA/multi30k; None when ACVI_DATA is unset
 TOKENISATION = "tok/*.lc.norm.tok (the corpus's lower-cased, normalised, Moses-tokenised text, as shipped)"
 # named split -> corpus file stem
 STEMS = {"train": "train", "valid": "val", "test2016": "test_2016_flickr", "test2017": "test_2017_flickr"}
@@ -77,20 +78,23 @@ def needed_files(src: str, tgt: str):
 
 
 def locate_input(raw_dir, src: str, tgt: str, download_dir: Path) -> Path:
-    """Task-1 folder holding ``tok/``: ``raw_dir`` if given, else the shared copy, else a download."""
+    """Task-1 folder holding ``tok/``: ``raw_dir`` if given, else ``$ACVI_DATA/multi30k`` if that
+    folder exists, else a download."""
     if raw_dir:
         return Path(raw_dir)
-    if SHARED_COPY.is_dir():
-        shown = SHARED_COPY.relative_to(REPO.parent) if SHARED_COPY.is_relative_to(REPO.parent) else SHARED_COPY
-        log(f"using the project's shared copy {shown}")
-        return SHARED_COPY
+    if SHARED_COPY is not None:
+        if SHARED_COPY.is_dir():
+            log(f"using $ACVI_DATA/multi30k: {SHARED_COPY}")
+            return SHARED_COPY
+        log(f"ACVI_DATA is set but {SHARED_COPY} is not a folder: downloading")
     try:
         for name in needed_files(src, tgt):
             download(f"{URL}/{name}", download_dir / "tok" / name)
         return download_dir
     except DataError as e:
         raise DataError(f"{e}\nOffline? Set MULTI30K_DIR (--raw-dir) to a Multi30K task-1 folder holding "
-                        f"tok/ with {' '.join(needed_files(src, tgt))}") from None
+                        f"tok/ with {' '.join(needed_files(src, tgt))}, or ACVI_DATA to a data root "
+                        f"holding multi30k/tok/") from None
 
 
 def find_tok_dir(raw_dir, src: str, tgt: str, download_dir: Path):
@@ -138,7 +142,8 @@ def add_input_args(p: argparse.ArgumentParser, dest_default: str) -> None:
     p.add_argument("--src", default="en", choices=LANGS)
     p.add_argument("--tgt", default="de", choices=LANGS)
     p.add_argument("--raw-dir", default=None,
-                   help="Multi30K task-1 folder holding tok/ (default: ../shared/data/multi30k, else download)")
+                   help="Multi30K task-1 folder holding tok/ (default: $ACVI_DATA/multi30k if it exists, "
+                        "else download)")
     p.add_argument("--dest", default=None, help=f"output data-bin (default {dest_default})")
     p.add_argument("--download-dir", default=str(REPO / "data-bin" / "raw" / "multi30k"))
     p.add_argument("--train-lines", type=int, default=0,

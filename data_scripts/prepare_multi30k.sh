@@ -5,8 +5,8 @@
 # to fairseq subsets in $DEST/splits.json.
 # Run from the repo root. Options (env vars):
 #   SRC=en TGT=de        direction, any two of en de fr cs
-#   MULTI30K_DIR=path    Multi30K task-1 folder holding tok/ (default ../shared/data/multi30k; if that is absent,
-#                        the tok files are downloaded into data-bin/raw/multi30k)
+#   MULTI30K_DIR=path    Multi30K task-1 folder holding tok/ (unset: $ACVI_DATA/multi30k if ACVI_DATA names a data
+#                        root holding it; otherwise the tok files are downloaded into data-bin/raw/multi30k)
 #   DEST=path            output folder (default data-bin/multi30k_${SRC}_${TGT})
 #   THRESHOLD=2          words seen fewer times in train become <unk> (fairseq --thresholdsrc/--thresholdtgt)
 #   TRAIN_LINES=0        use only the first N training pairs (smoke runs; PROVENANCE.txt says so); 0 = all 29,000

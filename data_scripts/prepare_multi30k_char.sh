@@ -13,7 +13,8 @@
 #           --char-target turns generated characters back into words for BLEU / chrF.
 # Run from the repo root. Options (env vars):
 #   SRC=en TGT=de        direction, any two of en de fr cs
-#   MULTI30K_DIR=path    Multi30K task-1 folder holding tok/ (default ../shared/data/multi30k, else downloaded)
+#   MULTI30K_DIR=path    Multi30K task-1 folder holding tok/ (unset: $ACVI_DATA/multi30k if it exists, else
+#                        downloaded into data-bin/raw/multi30k)
 #   DEST=path            output folder (default data-bin/multi30k_char_${SRC}_${TGT})
 #   VOCAB_SIZE=8000      source BPE pieces
 #   TRAIN_LINES=0        use only the first N training pairs (smoke runs; PROVENANCE.txt says so); 0 = all

@@ -1,6 +1,7 @@
 """Prepare WMT'16 En<->Ro for fairseq with a joint sentencepiece BPE vocabulary (docs/method.md §3.3).
 
-Input (``--raw-dir`` or downloaded from statmt.org / OPUS):
+Input (``--raw-dir`` (``WMT_DIR``) or downloaded from statmt.org / OPUS; with ``--smoke``,
+``$ACVI_DATA/wmt16_en_ro`` is used first when that folder exists):
   train  every parallel corpus found of: Europarl v8 ``europarl-v8.ro-en.{en,ro}``, SETIMES2
          ``SETIMES.en-ro.{en,ro}`` (or ``SETIMES2.en-ro.*``), News Commentary ``news-commentary-*.ro-en.*``,
          or a generic ``train.{en,ro}``; concatenated, pairs with an empty side dropped (and counted).
@@ -26,11 +27,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (run_main, REPO, DataError, download, extract, fairseq_preprocess, log,  # noqa: E402
-                    read_lines, read_parallel, write_lines, write_provenance)
+from common import (run_main, REPO, DataError, acvi_data_dir, download, extract, fairseq_preprocess,  # noqa: E402
+                    log, read_lines, read_parallel, write_lines, write_provenance)
 
 LANGS = ("en", "ro")
-SHARED_COPY = REPO.parent / "shared" / "data" / "wmt16_en_ro"
+SHARED_COPY = acvi_data_dir("wmt16_en_ro")  # $ACVI_DATA/wmt16_en_ro; None when ACVI_DATA is unset
 DOWNLOADS = [
     ("training-parallel-ep-v8.tgz", "https://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz"),
     ("SETIMES2.en-ro.txt.zip", "https://object.pouta.csc.fi/OPUS-SETIMES/v2/moses/en-ro.txt.zip"),
@@ -131,7 +132,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--src", default="en", choices=LANGS)
     p.add_argument("--tgt", default="ro", choices=LANGS)
-    p.add_argument("--raw-dir", default=None, help="folder with the WMT'16 files (default: download)")
+    p.add_argument("--raw-dir", default=None, help="folder with the WMT'16 files (default: download; with --smoke, "
+                   "$ACVI_DATA/wmt16_en_ro first if it exists)")
     p.add_argument("--dest", default=None, help="output data-bin (default data-bin/wmt16_en_ro_SRC_TGT[_smoke])")
     p.add_argument("--download-dir", default=str(REPO / "data-bin" / "raw" / "wmt16_en_ro"))
     p.add_argument("--vocab-size", type=int, default=None,
@@ -151,9 +153,9 @@ def main(argv=None) -> int:
         raw = Path(a.raw_dir)
         if not raw.is_dir():
             raise DataError(f"WMT_DIR {raw} is not a folder")
-    elif a.smoke and SHARED_COPY.is_dir():
+    elif a.smoke and SHARED_COPY is not None and SHARED_COPY.is_dir():
         raw = SHARED_COPY
-        log(f"SMOKE: using the project's shared copy {SHARED_COPY.relative_to(REPO.parent)}")
+        log(f"SMOKE: using $ACVI_DATA/wmt16_en_ro: {SHARED_COPY}")
     else:
         raw = Path(a.download_dir)
         try:
@@ -161,7 +163,8 @@ def main(argv=None) -> int:
                 extract(download(url, raw / name), raw)
         except DataError as e:
             raise DataError(f"{e}\nOffline? Point WMT_DIR at a folder with the WMT'16 files, "
-                            "or SMOKE=1 WMT_DIR=<folder with newsdev2016.{en,ro}>.") from None
+                            "or SMOKE=1 WMT_DIR=<folder with newsdev2016.{en,ro}>, or SMOKE=1 "
+                            "ACVI_DATA=<data root holding wmt16_en_ro/>.") from None
 
     if a.smoke:
         xs, ys = read_eval_set(raw, "newsdev2016", a.src, a.tgt)

@@ -5,6 +5,7 @@
 #   WMT_DIR=path         folder with the WMT'16 files (europarl-v8.ro-en.*, SETIMES.en-ro.*, newsdev2016/newstest2016
 #                        as plain text or .sgm); unset: download them from statmt.org / OPUS
 #   SMOKE=1              newsdev2016 only, split into train/valid/test (NOT the paper's setting)
+#                        (SMOKE=1 with WMT_DIR unset: $ACVI_DATA/wmt16_en_ro if ACVI_DATA names a data root holding it)
 #   VOCAB_SIZE=32000     sentencepiece BPE pieces (default 32000, 4000 with SMOKE=1; in SMOKE mode an upper bound
 #                        that the small corpus may not reach)
 #   DEST=path            output folder (default data-bin/wmt16_en_ro_${SRC}_${TGT}, _smoke appended for SMOKE=1)

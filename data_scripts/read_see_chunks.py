@@ -28,7 +28,7 @@ a .xz stream that is corrupt or cut short, a chunk file with no record, a protob
 parse, a missing feature, text that is not UTF-8, an empty abstract, or a newline inside a text
 (it would break the line alignment).
 
-    python data_scripts/read_see_chunks.py --chunks ../shared/data/cnn_dm_see_chunks/bin \\
+    python data_scripts/read_see_chunks.py --chunks "$ACVI_DATA/cnn_dm_see_chunks/bin" \\
         --out-dir data/cnndm_see/text [--splits train val test] [--max-records N]
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 """Keep only the captions of videos that have features: a data folder for a subset of MSVD's clips.
 
 ``data_scripts/prepare_msvd.sh`` writes captions for all 1970 videos; when features were extracted for a
-few clips only (e.g. the 5 clips of ``../shared/data/msvd/mlds_subset/video``), this rewrites
+few clips only (e.g. the 5 clips of ``$ACVI_DATA/msvd/mlds_subset/video``), this rewrites
 ``DATA/{train,valid,test}.tsv`` and ``DATA/{split}.videos`` in place with the lines of the videos that
 have ``DATA/features/VIDEO_ID.npy`` (the dictionary is left as it is) and prints how many videos each split
 keeps. A split left with no video is an error, except valid with ``--valid-from-test``: then valid is a

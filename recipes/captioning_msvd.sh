@@ -9,13 +9,13 @@ CONTEXT="${CONTEXT:-acvi}"
 FEATURES="${FEATURES:-synthetic}"
 SMOKE="${SMOKE:-0}"
 suffix=""; [[ "$SMOKE" == "1" ]] && suffix="_smoke"
-MSVD_DIR="${MSVD_DIR:-../shared/data/msvd}"
+MSVD_DIR="${MSVD_DIR:-${ACVI_DATA:+$ACVI_DATA/msvd}}"   # the caption files (needed to build DATA_DIR)
 DATA_DIR="${DATA_DIR:-data-bin/msvd_${FEATURES}}"
 SAVE_DIR="${SAVE_DIR:-checkpoints/captioning_msvd_${CONTEXT}${suffix}}"
 BACKBONE="${BACKBONE:-efficientnet-lite0}"
 BACKBONE_WEIGHTS="${BACKBONE_WEIGHTS:-${WEIGHTS:-}}"
 VIDEOS="${VIDEOS:-}"
-MAPPING="${MAPPING:-$MSVD_DIR/youtube_mapping.txt}"
+MAPPING="${MAPPING:-${MSVD_DIR:+$MSVD_DIR/youtube_mapping.txt}}"
 ARCH="${ARCH:-acvi_video_captioner_msvd}"
 MODEL_ARGS="${MODEL_ARGS:-}"
 MAX_EPOCH="${MAX_EPOCH:-30}"
@@ -49,6 +49,12 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # (real features: until an extraction has finished without a failed clip, marked by .features_complete)
 if [[ ! -f "$DATA_DIR/dict.txt" || ! -d "$DATA_DIR/features" \
       || ( "$FEATURES" == "real" && ! -f "$DATA_DIR/.features_complete" ) ]]; then
+  if [[ -z "$MSVD_DIR" ]]; then
+    echo "[recipe] error: $DATA_DIR must be built and needs the MSVD caption files: set MSVD_DIR=<folder" \
+         "with sents_{train,val,test}_lc_nopunc.txt>, or ACVI_DATA=<data root holding msvd/>" \
+         "(e.g. ACVI_DATA=../shared/data)" >&2
+    exit 2
+  fi
   case "$FEATURES" in
     synthetic)
       echo "[recipe] $DATA_DIR missing: captions + synthetic features with data_scripts/prepare_msvd.sh"

@@ -1,4 +1,4 @@
-"""Shared test helpers: paths to ../shared/data and a runner for the real fairseq CLIs."""
+"""Shared test helpers: the real-data root ($ACVI_DATA) and a runner for the real fairseq CLIs."""
 import os
 import subprocess
 import sys
@@ -8,8 +8,17 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-# ../shared/data beside the checkout; ACVI_SHARED_DATA points elsewhere (e.g. a copy on a GPU machine)
-SHARED_DATA = Path(os.environ.get("ACVI_SHARED_DATA") or REPO.parent / "shared" / "data")
+# The root of the real-data layout (babi/, multi30k/, cnn_dm_sample/, cnn_dm_see_chunks/, msvd/, ...), named
+# only by the environment variable ACVI_DATA (e.g. ACVI_DATA=../shared/data, as the README's test command
+# and .ci/run set it); no default path. Unset, SHARED_DATA is a path that does not exist, so tests that
+# check SHARED_DATA / "..." skip, and the ``shared_data`` fixture skips naming ACVI_DATA.
+ACVI_DATA_SET = bool(os.environ.get("ACVI_DATA"))
+SHARED_DATA = Path(os.environ["ACVI_DATA"]).resolve() if ACVI_DATA_SET else REPO / ".no-ACVI_DATA-set"
+SHARED_DATA_MISSING = (
+    "ACVI_DATA is not set: set ACVI_DATA to the real-data root (the folder holding babi/, multi30k/, "
+    "cnn_dm_sample/, msvd/, ...; e.g. ACVI_DATA=../shared/data)" if not ACVI_DATA_SET else
+    f"ACVI_DATA={os.environ['ACVI_DATA']} is not a folder (it must name the real-data root holding babi/, "
+    f"multi30k/, cnn_dm_sample/, msvd/, ...)")
 USER_DIR = str(REPO / "fairseq_acvi")
 
 torch.set_num_threads(1)
@@ -17,9 +26,10 @@ torch.set_num_threads(1)
 
 @pytest.fixture
 def shared_data():
-    """Path of ../shared/data; the test is skipped cleanly when it is absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not present")
+    """Path of the real-data root $ACVI_DATA; the test is skipped, naming ACVI_DATA, when it is unset
+    or not a folder."""
+    if not ACVI_DATA_SET or not SHARED_DATA.is_dir():
+        pytest.skip(SHARED_DATA_MISSING)
     return SHARED_DATA
 
 

@@ -2,8 +2,8 @@
 protobuf wire format decoded without TensorFlow), prepare_cnndm.py --see-vocab and the wrapper
 data_scripts/prepare_cnndm_see.sh.
 
-Synthetic chunks test the decoder and its errors; the real chunks of ../shared/data/cnn_dm_see_chunks
-(skipped when absent) test the counts, the first canonical story and a dropped empty article.
+Synthetic chunks test the decoder and its errors; the real chunks of $ACVI_DATA/cnn_dm_see_chunks (or
+$CNNDM_SEE_DIR; skipped when absent) test the counts, the first canonical story and a dropped empty article.
 """
 import json
 import os
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "data_scripts"
@@ -20,9 +21,10 @@ sys.path.insert(0, str(SCRIPTS))
 import prepare_cnndm  # noqa: E402
 import read_see_chunks as rsc  # noqa: E402
 
-SEE = Path(os.environ.get("CNNDM_SEE_DIR", REPO.parent / "shared" / "data" / "cnn_dm_see_chunks"))
+SEE = Path(os.environ.get("CNNDM_SEE_DIR") or SHARED_DATA / "cnn_dm_see_chunks")
 needs_see = pytest.mark.skipif(not (SEE / "bin" / "train_000.bin.xz").is_file(),
-                               reason=f"See et al.'s chunks not found at {SEE}")
+                               reason=f"See et al.'s chunks not found at {SEE} (set ACVI_DATA to the real-data "
+                                      f"root, or CNNDM_SEE_DIR to the chunk folder)")
 
 
 from tf_example_encoder import example, frame, write_chunk  # noqa: E402
@@ -174,6 +176,23 @@ def test_prepare_cnndm_see_missing_folder(tmp_path):
     r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
                        env=env, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "absent/bin not found" in r.stderr
+
+
+def test_prepare_cnndm_see_needs_a_location(tmp_path):
+    """No default chunk folder: neither SEE_DIR nor ACVI_DATA -> exit 2 naming both; ACVI_DATA alone ->
+    $ACVI_DATA/cnn_dm_see_chunks is the folder looked at."""
+    env = dict(os.environ, PYTHON=sys.executable, DEST=str(tmp_path / "d"))
+    env.pop("SEE_DIR", None)
+    env.pop("ACVI_DATA", None)
+    r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
+                       env=env, cwd=str(REPO), timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "SEE_DIR=" in r.stderr and "ACVI_DATA=" in r.stderr and "cnn_dm_see_chunks/" in r.stderr
+    assert not (tmp_path / "d").exists()
+    root = tmp_path / "root"
+    r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
+                       env=dict(env, ACVI_DATA=str(root)), cwd=str(REPO), timeout=60)
+    assert r.returncode == 2 and f"{root / 'cnn_dm_see_chunks' / 'bin'} not found" in r.stderr, r.stderr
 
 
 @needs_see

@@ -1,8 +1,10 @@
 """The machine-translation data scripts and BLEU scorer (docs/method.md §3.3), run on the shared data.
 
-The IWSLT'15 and WMT'16 scripts are run in SMOKE mode (the shared copies hold no training sets) into a
-tmp dir through their shell entry points; the binarised data are read back with fairseq and compared
-with the text they came from. Bad inputs must stop the scripts with a message naming the file.
+The IWSLT'15 and WMT'16 scripts are run in SMOKE mode (the copies under $ACVI_DATA hold no training sets)
+into a tmp dir through their shell entry points, finding their input through ACVI_DATA alone; the
+binarised data are read back with fairseq and compared with the text they came from. Bad inputs must
+stop the scripts with a message naming the file. No input location is assumed: with neither the
+script's own variable nor ACVI_DATA they download, and offline they stop (exit 2) naming both.
 """
 import importlib.util
 import os
@@ -27,7 +29,7 @@ def _load(name):
 
 def _run(script, **env):
     full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable, **{k: str(v) for k, v in env.items()})
-    for k in ("IWSLT_DIR", "WMT_DIR", "SMOKE", "DEST", "SRC", "TGT", "VOCAB_SIZE"):
+    for k in ("IWSLT_DIR", "WMT_DIR", "ACVI_DATA", "SMOKE", "DEST", "SRC", "TGT", "VOCAB_SIZE"):
         if k not in env:
             full.pop(k, None)
     return subprocess.run(["bash", str(SCRIPTS / script)], capture_output=True, text=True, env=full,
@@ -50,15 +52,17 @@ def _dataset(prefix, dictionary):
 def iwslt_dir():
     d = SHARED_DATA / "iwslt15_en_vi"
     if not d.is_dir():
-        pytest.skip("../shared/data/iwslt15_en_vi is not present")
+        pytest.skip(f"{d} is not present (set ACVI_DATA to the real-data root holding iwslt15_en_vi/)")
     return d
 
 
 @pytest.fixture(scope="module")
 def iwslt_bin(iwslt_dir, tmp_path_factory):
     dest = tmp_path_factory.mktemp("iwslt") / "bin"
-    res = _run("prepare_iwslt15_en_vi.sh", IWSLT_DIR=iwslt_dir, SMOKE=1, DEST=dest, SRC="en", TGT="vi")
+    # no IWSLT_DIR: SMOKE=1 finds $ACVI_DATA/iwslt15_en_vi
+    res = _run("prepare_iwslt15_en_vi.sh", ACVI_DATA=iwslt_dir.parent, SMOKE=1, DEST=dest, SRC="en", TGT="vi")
     assert res.returncode == 0, res.stderr[-4000:]
+    assert f"SMOKE: using $ACVI_DATA/iwslt15_en_vi: {iwslt_dir}" in res.stderr
     return dest
 
 
@@ -140,15 +144,18 @@ def test_vocab_conversion_rejects_bad_entries(tmp_path):
 def wmt_dir():
     d = SHARED_DATA / "wmt16_en_ro"
     if not d.is_dir():
-        pytest.skip("../shared/data/wmt16_en_ro is not present")
+        pytest.skip(f"{d} is not present (set ACVI_DATA to the real-data root holding wmt16_en_ro/)")
     return d
 
 
 @pytest.fixture(scope="module")
 def wmt_bin(wmt_dir, tmp_path_factory):
     dest = tmp_path_factory.mktemp("wmt") / "bin"
-    res = _run("prepare_wmt16_en_ro.sh", WMT_DIR=wmt_dir, SMOKE=1, DEST=dest, SRC="ro", TGT="en", VOCAB_SIZE=2000)
+    # no WMT_DIR: SMOKE=1 finds $ACVI_DATA/wmt16_en_ro
+    res = _run("prepare_wmt16_en_ro.sh", ACVI_DATA=wmt_dir.parent, SMOKE=1, DEST=dest, SRC="ro", TGT="en",
+               VOCAB_SIZE=2000)
     assert res.returncode == 0, res.stderr[-4000:]
+    assert f"SMOKE: using $ACVI_DATA/wmt16_en_ro: {wmt_dir}" in res.stderr
     return dest
 
 
@@ -213,6 +220,60 @@ def test_sgm_reader(tmp_path):
     sgm.write_text('<seg id="1">broken\n', encoding="utf-8")
     with pytest.raises(wmt.DataError, match=r"src\.en\.sgm:1: malformed"):
         wmt.read_sgm(sgm)
+
+
+# ------------------------------------------------------------------------------------ input location
+OFFLINE = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",  # refused at once
+           "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
+
+
+@pytest.mark.parametrize("script, variable, extra", [
+    ("prepare_iwslt15_en_vi", "IWSLT_DIR", ["--smoke"]),
+    ("prepare_wmt16_en_ro", "WMT_DIR", ["--smoke"]),
+    ("prepare_multi30k", "MULTI30K_DIR", []),
+])
+def test_no_input_location_downloads_and_offline_stops_naming_both_variables(tmp_path, script, variable, extra):
+    """Neither the script's own variable (--raw-dir) nor ACVI_DATA: no path outside the repository is
+    tried, the script downloads into --download-dir, and when that fails it exits 2 naming both."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", **OFFLINE)
+    for k in ("ACVI_DATA", variable):
+        env.pop(k, None)
+    dl = tmp_path / "dl"
+    res = subprocess.run([sys.executable, str(SCRIPTS / f"{script}.py"), *extra, "--download-dir", str(dl),
+                          "--dest", str(tmp_path / "bin")], capture_output=True, text=True, env=env,
+                         cwd=str(REPO), timeout=120)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "could not download" in res.stderr and variable in res.stderr and "ACVI_DATA" in res.stderr
+    assert "[data] downloading http" in res.stderr
+    assert not (tmp_path / "bin").exists()
+
+
+@pytest.mark.parametrize("script, sub", [("prepare_iwslt15_en_vi", "iwslt15_en_vi"),
+                                         ("prepare_wmt16_en_ro", "wmt16_en_ro"),
+                                         ("prepare_multi30k", "multi30k")])
+def test_the_data_root_comes_from_acvi_data_only(tmp_path, monkeypatch, script, sub):
+    """SHARED_COPY is $ACVI_DATA/<sub>, and nothing when ACVI_DATA is unset (no default path)."""
+    monkeypatch.setenv("ACVI_DATA", str(tmp_path / "root"))
+    assert _load(script).SHARED_COPY == tmp_path / "root" / sub
+    monkeypatch.delenv("ACVI_DATA")
+    assert _load(script).SHARED_COPY is None
+    monkeypatch.setenv("ACVI_DATA", "")
+    assert _load(script).SHARED_COPY is None
+
+
+def test_iwslt_uses_the_acvi_data_copy_in_smoke_mode_only(tmp_path, monkeypatch):
+    """The copy under ACVI_DATA has no training set: SMOKE uses it, a full build downloads; an explicit
+    IWSLT_DIR (--raw-dir) wins over both."""
+    (tmp_path / "root" / "iwslt15_en_vi").mkdir(parents=True)
+    monkeypatch.setenv("ACVI_DATA", str(tmp_path / "root"))
+    mod = _load("prepare_iwslt15_en_vi")
+    urls = []
+    monkeypatch.setattr(mod, "download", lambda url, dest: urls.append(url) or dest)
+    assert mod.locate_input(None, True, tmp_path / "dl") == tmp_path / "root" / "iwslt15_en_vi"
+    assert urls == []
+    assert mod.locate_input(None, False, tmp_path / "dl") == tmp_path / "dl"
+    assert len(urls) == len(mod.needed_files(False)) and any(u.endswith("/train.en") for u in urls)
+    assert mod.locate_input(str(tmp_path / "mine"), True, tmp_path / "dl") == tmp_path / "mine"
 
 
 # --------------------------------------------------------------------------------------------- scorer

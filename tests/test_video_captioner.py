@@ -1,8 +1,9 @@
 """The acvi_video_captioner model (docs/method.md §2, §3.2): incremental decoding, padding masks, beam
 reordering, feature-size errors, and fairseq-train → fairseq-generate → eval_captioning on tiny
 synthetic features with the shared MSVD captions; the feature size read from the data, and the CLIs and
-the recipe on real EfficientNet-Lite0 features of the real MSVD clips in ../shared/data/msvd/mlds_subset
-(skipped without those clips or without the packages of the ``video`` extra)."""
+the recipe on real EfficientNet-Lite0 features of the real MSVD clips in $ACVI_DATA/msvd/mlds_subset
+(skipped without ACVI_DATA, those clips or the packages of the ``video`` extra); the recipe's error when
+it has no caption folder (neither MSVD_DIR nor ACVI_DATA)."""
 import argparse
 import copy
 import json
@@ -18,7 +19,7 @@ from conftest import USER_DIR, run_cli
 from fairseq_acvi.models.video_captioner import ACVIVideoCaptioner, FeatureBiLSTMEncoder
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
 
-VARIANTS = ["none"] + sorted(CONTEXT_REGISTRY)
+VARIANTS = sorted(CONTEXT_REGISTRY)
 D = 6  # frame feature size of the unit tests
 
 
@@ -421,7 +422,7 @@ def real_clips_or_skip(shared_data):
             pytest.skip(f"{name} is not installed (pip install -e .[video])")
     clips = shared_data / "msvd" / "mlds_subset" / "video"
     if not clips.is_dir():
-        pytest.skip(f"the real MSVD clips are not present ({clips})")
+        pytest.skip(f"the real MSVD clips are not present ({clips}; ACVI_DATA names the real-data root)")
     return clips
 
 
@@ -519,3 +520,25 @@ def test_recipe_smoke_run_on_the_real_clips(shared_data, tmp_path):
     scores = json.loads((save / "scores.json").read_text())
     assert set(scores["test"]) == {"BLEU-4", "ROUGE-L", "CIDEr"}
     assert (data / ".features_complete").is_file()  # a rerun skips the data step only after a clean extraction
+
+
+def test_recipe_without_a_caption_folder_stops_naming_both_variables(tmp_path):
+    """recipes/captioning_msvd.sh has no default caption folder: with DATA_DIR still to build and neither
+    MSVD_DIR nor ACVI_DATA set it exits 2 naming both; with ACVI_DATA only, it looks in $ACVI_DATA/msvd."""
+    import os
+    import subprocess
+    from conftest import REPO
+
+    env = dict(os.environ, DATA_DIR=str(tmp_path / "data"), SAVE_DIR=str(tmp_path / "ckpt"), PYTHON=sys.executable)
+    for k in ("MSVD_DIR", "ACVI_DATA", "MAPPING"):
+        env.pop(k, None)
+    res = subprocess.run(["bash", "recipes/captioning_msvd.sh"], cwd=str(REPO), env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "MSVD_DIR=" in res.stderr and "ACVI_DATA=" in res.stderr and "sents_" in res.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "ckpt").exists()
+    # ACVI_DATA alone: the caption folder is $ACVI_DATA/msvd (absent here: prepare_msvd.sh names the file)
+    res = subprocess.run(["bash", "recipes/captioning_msvd.sh"], cwd=str(REPO),
+                         env=dict(env, ACVI_DATA=str(tmp_path / "root")), capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert f"missing {tmp_path / 'root' / 'msvd' / 'sents_train_lc_nopunc.txt'}" in res.stderr

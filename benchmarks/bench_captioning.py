@@ -22,17 +22,14 @@ import datetime
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import fairseq_acvi  # noqa: F401
+from fairseq.data import Dictionary
 
-import fairseq_acvi  # noqa: E402,F401
-from fairseq.data import Dictionary  # noqa: E402
-
-from fairseq_acvi.models.video_captioner import ACVIVideoCaptioner  # noqa: E402
-from fairseq_acvi.tasks.video_captioning import FeatureSequenceGenerator  # noqa: E402
+from fairseq_acvi.models.video_captioner import ACVIVideoCaptioner
+from fairseq_acvi.tasks.video_captioning import FeatureSequenceGenerator
 
 
 class _Task:
@@ -50,7 +47,7 @@ def make_dict(V):
 
 
 def build(d, variant, a, mc=10):
-    args = argparse.Namespace(arch="acvi_video_captioner_msvd", context_inference=variant,
+    args = argparse.Namespace(arch="acvi_video_captioner", context_inference=variant,
                               encoder_hidden_size=a.encoder_hidden, decoder_hidden_size=a.hidden,
                               decoder_embed_dim=a.embed, attention_dim=a.attention_dim,
                               dropout=0.5, mc_samples=mc)

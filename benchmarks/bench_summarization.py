@@ -20,22 +20,18 @@ import argparse
 import datetime
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fairseq_acvi  # noqa: F401
+from bench_common import elbo_train_step, timed
+from fairseq.data import Dictionary
+from fairseq.sequence_generator import SequenceGenerator
+from torch.profiler import ProfilerActivity, profile
 
-import fairseq_acvi  # noqa: E402,F401
-from bench_common import elbo_train_step, timed  # noqa: E402
-from fairseq.data import Dictionary  # noqa: E402
-from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-from fairseq_acvi.models.pointer_generator import (PointerGeneratorModel,  # noqa: E402
+from fairseq_acvi.models.pointer_generator import (PointerGeneratorModel,
                                                    base_architecture)
-from fairseq_acvi.modules.copy_generator import copy_mixture_log_probs  # noqa: E402
+from fairseq_acvi.modules.copy_generator import copy_mixture_log_probs
 
 
 class _Task:
@@ -53,7 +49,7 @@ def make_dict(V, markers):
 
 
 def build(d, variant, mc=10, device="cpu"):
-    args = argparse.Namespace(arch="acvi_pointer_generator_cnndm", context_inference=variant,
+    args = argparse.Namespace(arch="acvi_pointer_generator", context_inference=variant,
                               coverage=True, mc_samples=mc)
     base_architecture(args)   # the CNN/DM preset: 128-d embeddings, 256-d LSTMs, attention 512
     return PointerGeneratorModel.build_model(args, _Task(d)).to(device)
@@ -70,10 +66,6 @@ def batch(d, B, N, T, markers, seed=0, device="cpu"):
     tgt[:, -1] = d.eos()
     prev = torch.cat([torch.full((B, 1), d.eos()), tgt[:, :-1]], 1)
     return tuple(t.to(device) for t in (src, torch.full((B,), N), prev, tgt))
-
-
-
-
 
 
 def bench_training(d, args):
@@ -181,7 +173,7 @@ def main():
           f"{torch.__version__}, threads {args.threads}, device {args.device}"
           f"{' (' + torch.cuda.get_device_name() + ')' if args.device.startswith('cuda') else ''}, "
           f"{' '.join(sys.argv[1:]) or 'defaults'}")
-    print(f"# preset acvi_pointer_generator_cnndm with coverage; V={args.vocab} "
+    print(f"# preset acvi_pointer_generator with coverage; V={args.vocab} "
           f"({args.markers} markers), batch {args.batch}, N={args.src_len}, T={args.tgt_len}")
 
     wps = bench_training(d, args)

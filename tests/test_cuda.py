@@ -206,7 +206,7 @@ def test_video_captioner_mixed_precision_round_trip(msvd_tiny, tmp_path, precisi
     from test_video_captioner import CLI_D, TINY
     root, videos = msvd_tiny
     res = run_cli("fairseq_cli.train", root, "--user-dir", USER_DIR, "--task", "video_captioning",
-                  "--feature-dim", CLI_D, "--arch", "acvi_video_captioner_msvd", "--criterion",
+                  "--feature-dim", CLI_D, "--arch", "acvi_video_captioner", "--criterion",
                   "elbo", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8",
                   "--required-batch-size-multiple", "1", "--max-epoch", "3",
                   "--save-dir", tmp_path / "ck", "--no-epoch-checkpoints",

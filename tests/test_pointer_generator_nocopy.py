@@ -41,10 +41,10 @@ def test_no_copy_model_is_the_copy_model_without_the_switch():
     base, _ = nocopy("soft")
     names_copy = {n for n, _ in copy.named_parameters()}
     names_base = {n for n, _ in base.named_parameters()}
-    switch = {n for n in names_copy if n.startswith("decoder.switch.")}
-    assert switch and base.decoder.switch is None
+    switch = {n for n in names_copy if n.startswith("decoder.head.switch.")}
+    assert switch and not hasattr(base.decoder.head, "switch")
     assert names_base == names_copy - switch
-    assert base.decoder.fc_out.out_features == d.index("<unk-0>")       # real ids only
+    assert base.decoder.head.fc_out.out_features == d.index("<unk-0>")       # real ids only
     with pytest.raises(RuntimeError, match="switch"):                  # different models
         copy.load_state_dict(base.state_dict())
 
@@ -89,8 +89,8 @@ def test_mean_context_distribution_is_the_vocabulary_softmax():
     src, lengths, prev, _ = _inputs(model, d)
     dec = model.decoder
     seen = {}
-    fc = dec.fc_out.forward
-    dec.fc_out.forward = lambda h: seen.setdefault("logits", fc(h))
+    fc = dec.head.fc_out.forward
+    dec.head.fc_out.forward = lambda h: seen.setdefault("logits", fc(h))
     with torch.no_grad():
         lp, _ = model(src, lengths, prev)
     torch.testing.assert_close(lp[..., :m], torch.log_softmax(seen["logits"].squeeze(2), -1))
@@ -147,7 +147,7 @@ def test_criterion_scores_gold_markers_as_unk(variant, opts, training):
 
     def run(score, tgt):
         model.zero_grad()
-        model.decoder.supports_target_scoring = score
+        model.decoder.head.supports_target_scoring = score
         sample = {"net_input": {"src_tokens": src, "src_lengths": lengths,
                                 "prev_output_tokens": prev},
                   "target": tgt, "ntokens": int(tgt.ne(d.pad()).sum()), "nsentences": 3}
@@ -163,17 +163,17 @@ def test_criterion_scores_gold_markers_as_unk(variant, opts, training):
         with pytest.raises(FloatingPointError, match="non-finite"):
             run(False, target)
     finally:
-        del model.decoder.supports_target_scoring
+        del model.decoder.head.supports_target_scoring
     torch.testing.assert_close(loss_fast, loss_full, rtol=1e-5, atol=1e-5)
     assert log_fast.keys() == log_full.keys()
     for k in log_full:
         torch.testing.assert_close(torch.as_tensor(log_fast[k]).float(),
                                    torch.as_tensor(log_full[k]).float(), rtol=1e-5, atol=1e-5)
-    assert grads_fast.keys() == grads_full.keys() and "decoder.fc_out.weight" in grads_fast
+    assert grads_fast.keys() == grads_full.keys() and "decoder.head.fc_out.weight" in grads_fast
     for n in grads_full:
         torch.testing.assert_close(grads_fast[n], grads_full[n], rtol=1e-4, atol=1e-6, msg=n)
     # the gold <unk> gets gradient at the marker positions: the unk row of V' is trained
-    assert grads_fast["decoder.fc_out.bias"][d.unk()].abs() > 0
+    assert grads_fast["decoder.head.fc_out.bias"][d.unk()].abs() > 0
 
 
 # -- no dependence on source marker ids --------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_cli_no_copy_checkpoint_generates_unk_not_copies(cnndm_bin, tmp_path):
     ckpt = tmp_path / "checkpoint_last.pt"
     state = torch.load(ckpt, map_location="cpu", weights_only=True)
     assert state["cfg"]["model"].no_copy is True                        # fairseq-generate reads it
-    assert not any(k.startswith("decoder.switch.") for k in state["model"])
+    assert not any(k.startswith("decoder.head.switch.") for k in state["model"])
 
     gen = run_cli("fairseq_cli.generate", cnndm_bin, "--user-dir", USER_DIR, "--path", ckpt,
                   "--task", "pointer_summarization", "--source-lang", "src", "--target-lang", "tgt",

@@ -100,7 +100,7 @@ def test_multi30k_preset_carries_the_kl_schedule_chosen_on_validation():
     """acvi_lstm_multi30k's ACVI defaults are the configuration chosen on Multi30K validation
     (docs/results/multi30k_2026-11-25.md); explicit options still win; the paper-size preset
     keeps the papers' β = 1 without a schedule."""
-    from fairseq_acvi.models.lstm_seq2seq import acvi_lstm_iwslt
+    from fairseq_acvi.models.lstm_seq2seq import base_architecture
     from fairseq_acvi.modules.context.acvi import ACVIContext
 
     args = argparse.Namespace(arch="acvi_lstm_multi30k", context_inference="acvi")
@@ -114,6 +114,6 @@ def test_multi30k_preset_carries_the_kl_schedule_chosen_on_validation():
                               acvi_kl_delay_updates=0)
     acvi_lstm_multi30k(mine)
     assert (mine.acvi_beta, mine.acvi_kl_delay_updates) == (1.0, 0)
-    paper = argparse.Namespace(arch="acvi_lstm_iwslt", context_inference="acvi")
-    acvi_lstm_iwslt(paper)
+    paper = argparse.Namespace(arch="acvi_lstm", context_inference="acvi")
+    base_architecture(paper)
     assert (paper.acvi_beta, paper.acvi_kl_delay_updates, paper.acvi_kl_warmup_updates) == (1.0, 0, 0)

@@ -8,7 +8,7 @@ from fairseq.data import Dictionary
 from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
 
-VARIANTS = ["none"] + sorted(CONTEXT_REGISTRY)
+VARIANTS = sorted(CONTEXT_REGISTRY)
 
 
 class _Task:
@@ -124,3 +124,64 @@ def test_mc_averaging_is_batched_and_k_changes_prediction():
     torch.testing.assert_close(mc.exp().sum(-1), torch.ones(mc.shape[:2]))
     # the average of K samples is a mixture: its entropy is at least the mean entropy of samples
     assert torch.isfinite(mc).all()
+
+
+def test_none_is_the_same_decoder_with_an_empty_context():
+    """--context-inference none (modules/context/none.py): no scorer parameters, no attention
+    weights, a 0-d context; the output depends on the source only through the encoder's final
+    states (the initial decoder state), never through the annotations."""
+    torch.manual_seed(0)
+    model, d = build_model("none")
+    soft, _ = build_model("soft")
+    model.eval()
+    dec = model.decoder
+    assert dec.context.name == "none" and dec.context.context_dim == 0
+    assert not any(n.startswith("decoder.scorer.") for n, _ in model.named_parameters())
+    assert any(n.startswith("decoder.scorer.") for n, _ in soft.named_parameters())
+    assert dec.W_c.in_features == dec.hidden_size                     # [s_t ; c_t], c_t ∈ ℝ⁰
+    assert dec.layers[0].input_size == 16 + dec.out_dim              # input feeding kept
+    src, lengths, prev = _batch(d)
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        lp, extra = dec(prev, enc)
+        other = dict(enc, encoder_out=[torch.randn_like(enc["encoder_out"][0])])
+        lp_other, _ = dec(prev, other)
+        final = dict(enc, encoder_final=[torch.randn_like(enc["encoder_final"][0])])
+        lp_final, _ = dec(prev, final)
+    assert extra["attn"] == [None] and extra["losses"] == {}
+    torch.testing.assert_close(lp_other, lp)                          # annotations unread
+    assert (lp_final - lp).abs().max() > 1e-3                         # final states read
+    with pytest.raises(ValueError, match="coverage"):
+        CONTEXT_REGISTRY["none"].build_scorer(argparse.Namespace(), 20, 24, coverage=True)
+
+
+def test_checkpoints_with_the_old_output_layer_names_load_unchanged():
+    """Checkpoints saved before the output layer was a part name it decoder.fc_out.*;
+    ContextLSTMDecoder.upgrade_state_dict_named renames it (fairseq's load_state_dict calls it)
+    and the loaded model computes the same distribution."""
+    torch.manual_seed(0)
+    model, d = build_model("soft")
+    old = {k.replace("decoder.head.", "decoder."): v for k, v in model.state_dict().items()}
+    assert "decoder.fc_out.weight" in old and not any(".head." in k for k in old)
+    torch.manual_seed(1)
+    fresh, _ = build_model("soft", dictionary=d)
+    fresh.load_state_dict(old)
+    src, lengths, prev = _batch(d)
+    model.eval(), fresh.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(src, lengths, prev)[0], model(src, lengths, prev)[0],
+                                   rtol=0, atol=0)
+
+
+def test_dropped_presets_still_name_their_base_architecture():
+    """The second names that repeated a base architecture (models/legacy_names.py) still build
+    the base model, so checkpoints saved under them load."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    from fairseq_acvi.models.legacy_names import LEGACY_ARCHITECTURES
+
+    assert set(LEGACY_ARCHITECTURES) == {"acvi_lstm_iwslt", "acvi_lstm_wmt_en_ro",
+                                         "acvi_pointer_generator_cnndm", "acvi_video_captioner_msvd"}
+    for old, (model_name, base) in LEGACY_ARCHITECTURES.items():
+        assert ARCH_CONFIG_REGISTRY[old] is base is ARCH_CONFIG_REGISTRY[model_name]
+        assert ARCH_MODEL_REGISTRY[old] is ARCH_MODEL_REGISTRY[model_name]

@@ -278,7 +278,7 @@ def msvd_tiny(shared_data, tmp_path):
 
 def _train(root, save_dir, *extra, epochs=2):
     return run_cli("fairseq_cli.train", root, "--user-dir", USER_DIR, "--task", "video_captioning",
-                   "--feature-dim", CLI_D, "--arch", "acvi_video_captioner_msvd", "--criterion",
+                   "--feature-dim", CLI_D, "--arch", "acvi_video_captioner", "--criterion",
                    "elbo", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8",
                    "--required-batch-size-multiple", "1", "--max-epoch", epochs,
                    "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-save-optimizer-state",
@@ -463,7 +463,7 @@ def test_cli_round_trip_on_real_features(msvd_real, tmp_path):
     assert np.load(root / "features" / "vid1509.npy").shape == (24, 1280)
     save = tmp_path / "ckpt"
     res = run_cli("fairseq_cli.train", root, "--user-dir", USER_DIR, "--task", "video_captioning",
-                  "--arch", "acvi_video_captioner_msvd", "--context-inference", "acvi", "--criterion", "elbo",
+                  "--arch", "acvi_video_captioner", "--context-inference", "acvi", "--criterion", "elbo",
                   "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--required-batch-size-multiple",
                   "1", "--max-epoch", "3", "--save-dir", save, "--no-epoch-checkpoints",
                   "--no-save-optimizer-state", "--log-format", "simple", "--log-interval", "1", "--seed", "1",

@@ -32,14 +32,13 @@ import argparse
 import glob
 import json
 import logging
-import math
 import os
 import re
 import statistics
 import sys
 from typing import Dict, List, Optional
 
-from fairseq_acvi.models.lstm_seq2seq import DEFAULT_MC_SAMPLES
+from fairseq_acvi.modules.context import DEFAULT_MC_SAMPLES
 
 SPLITS = ("valid", "test2016", "test2017")
 #: the variant every other one is compared with, seed by seed, in the report

@@ -40,8 +40,7 @@ from fairseq.models.transformer.transformer_legacy import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
-from fairseq_acvi.models.lstm_seq2seq import DEFAULT_MC_SAMPLES
-from fairseq_acvi.modules.context import add_context_args
+from fairseq_acvi.modules.context import add_context_args, fill_context_defaults
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
 
@@ -205,16 +204,12 @@ class ACVITransformerModel(TransformerModel):
 
 
 def context_defaults(args, **defaults):
-    """Fill the unset context-inference options (explicit ``defaults`` first)."""
-    base = dict(context_inference="soft", mc_samples=DEFAULT_MC_SAMPLES, acvi_latent_layers="all",
-                acvi_mean="identity", acvi_logvar_layers=1, acvi_sampler="gaussian",
-                acvi_gumbel_temperature=0.5, acvi_logvar_init=-6.0, acvi_beta=1.0,
-                acvi_kl_warmup_updates=0, acvi_kl_cycle_updates=0, acvi_kl_delay_updates=0,
-                acvi_free_bits=0.0)
-    base.update(defaults)
-    for key, value in base.items():
+    """Fill the unset context-inference options: explicit ``defaults`` first, then
+    ``--acvi-latent-layers all`` and the variants' own defaults (modules/context/)."""
+    for key, value in dict(dict(acvi_latent_layers="all"), **defaults).items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
+    fill_context_defaults(args)
 
 
 @register_model_architecture("acvi_transformer", "acvi_transformer")

@@ -1,7 +1,8 @@
 """``acvi_video_captioner``: BiLSTM over frame features → LSTM decoder with pluggable context
 inference (docs/method.md §2, §3.2; ACVI paper §2.2, §4.2, App. B).
 
-Architecture (preset ``acvi_video_captioner_msvd``, the paper's set-up)::
+Architecture (preset ``acvi_video_captioner``, the paper's MSVD set-up; ``_msvd``, its old second
+name, still loads: models/legacy_names.py)::
 
     x_i  = dropout_in(f_i)                           f_i: (B, F, D) frame features (D from the data:
                                                      1280 EfficientNet-Lite0, 1024 GoogLeNet pool5)
@@ -37,10 +38,7 @@ import torch
 from fairseq.models import register_model, register_model_architecture
 from torch import Tensor
 
-from fairseq_acvi.models.lstm_seq2seq import (
-    ContextSeq2SeqModel, build_context_decoder,
-    add_seq2seq_args, check_dictionary_sizes, finish_model, seq2seq_defaults,
-)
+from fairseq_acvi.models.seq2seq_base import ContextSeq2SeqModel, add_seq2seq_args, seq2seq_defaults
 from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
 
 
@@ -88,8 +86,11 @@ class ACVIVideoCaptioner(ContextSeq2SeqModel):
                                  "--dropout; 0 turns it off)")
 
     @classmethod
-    def build_model(cls, args, task):
+    def fill_defaults(cls, args):
         base_architecture(args)
+
+    @classmethod
+    def build_encoder(cls, args, task):
         task_dim = getattr(getattr(task, "cfg", None), "feature_dim", None)
         feature_dim = args.encoder_embed_dim or task_dim
         if feature_dim is None:
@@ -103,21 +104,15 @@ class ACVIVideoCaptioner(ContextSeq2SeqModel):
         args.encoder_embed_dim = feature_dim  # saved with the model: the input size it is built for
         max_frames = (getattr(getattr(task, "cfg", None), "max_frames", None)
                       or args.max_source_positions)
-        tgt_dict = task.target_dictionary
-        encoder = FeatureBiLSTMEncoder(feature_dim, args.encoder_hidden_size, args.encoder_layers,
-                                       args.encoder_dropout_in, args.encoder_dropout_out,
-                                       max_positions=max_frames)
-        model = cls(encoder, build_context_decoder(args, tgt_dict, encoder.output_units))
-        return finish_model(model, args)
+        return FeatureBiLSTMEncoder(feature_dim, args.encoder_hidden_size, args.encoder_layers,
+                                    args.encoder_dropout_in, args.encoder_dropout_out,
+                                    max_positions=max_frames)
 
     def forward(self, src_feats: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor, **kwargs):
         """src_feats (B, F, D), src_lengths (B,), prev_output_tokens (B, T) ->
         (lprobs (B, T, V) float32 log-probabilities, extra) as in :class:`ContextLSTMDecoder`."""
         encoder_out = self.encoder(src_feats=src_feats, src_lengths=src_lengths)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
-
-    def get_normalized_probs(self, net_output, log_probs, sample=None):
-        return self.decoder.get_normalized_probs(net_output, log_probs, sample)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         key = "encoder.lstm.weight_ih_l0"
@@ -126,30 +121,14 @@ class ACVIVideoCaptioner(ContextSeq2SeqModel):
                 f"checkpoint was trained on {state_dict[key].size(1)}-d frame features but the "
                 f"model was built for {self.encoder.feature_dim}-d (--feature-dim); use the "
                 "feature size the model was trained with")
-        check_dictionary_sizes(self, state_dict)  # target side; there is no source dictionary
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-
-    def max_positions(self):
-        return (self.encoder.max_positions(), self.decoder.max_positions())
-
-
-def captioner_defaults(args, **overrides):
-    """Paper sizes (App. B) unless set: see the module docstring."""
-    defaults = dict(
-        dropout=0.5, encoder_embed_dim=None, encoder_hidden_size=500, encoder_layers=1,
-        decoder_embed_dim=256, decoder_hidden_size=1000, decoder_layers=1,
-        attention_type="additive", attention_dim=100, ved_latent_dim=100,
-    )
-    defaults.update(overrides)
-    # encoder_embed_dim stays None (= the task's --feature-dim) until build_model
-    seq2seq_defaults(args, **defaults)
 
 
 @register_model_architecture("acvi_video_captioner", "acvi_video_captioner")
 def base_architecture(args):
-    captioner_defaults(args)
-
-
-@register_model_architecture("acvi_video_captioner", "acvi_video_captioner_msvd")
-def acvi_video_captioner_msvd(args):
-    captioner_defaults(args)
+    """Paper sizes (App. B) unless set: see the module docstring. ``encoder_embed_dim`` stays None
+    (= the task's --feature-dim) until the model is built."""
+    seq2seq_defaults(
+        args, dropout=0.5, encoder_embed_dim=None, encoder_hidden_size=500, encoder_layers=1,
+        decoder_embed_dim=256, decoder_hidden_size=1000, decoder_layers=1,
+        attention_type="additive", attention_dim=100)   # VED: its own 100-d latent (App. B)

@@ -30,10 +30,17 @@ When decoding incrementally the rows of every step are also kept in the incremen
 points at the newest one: row b holds the uncertainties of every step of the path that beam row b
 is on, which is what a finished hypothesis reports.
 
-Subclasses (the pointer-generator) override :meth:`output_log_probs` to change the output layer.
+The output layer is a part (``head``, :mod:`fairseq_acvi.modules.output_layers`; fairseq's
+decoders already have an ``output_layer`` method): the
+softmax over the dictionary (translation, captioning), the copy mixture or the no-copy softmax
+(pointer-generator). It maps the attentional hidden state of every sample to log-probabilities;
+combining the samples, the uncertainty and the incremental state stay here.
+
+``--context-inference none`` is a variant like the others (the empty context,
+:mod:`fairseq_acvi.modules.context.none`): the decoder has no branch for it.
 """
 import math
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 import torch.nn as nn
@@ -42,8 +49,9 @@ from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
 from fairseq_acvi.modules import uncertainty as unc
-from fairseq_acvi.modules.context import StepOutput, build_context, stack_steps
-from fairseq_acvi.modules.scorers import Memory, build_scorer
+from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
+from fairseq_acvi.modules.output_layers import OutputInputs, OutputLayer, VocabularyOutput
+from fairseq_acvi.modules.scorers import Memory
 
 #: above this many float32 elements (B·T·S·V) the sample average runs sample by sample
 _MC_CHUNK_ELEMENTS = 1 << 26
@@ -68,8 +76,21 @@ def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Ten
 
 
 class ContextLSTMDecoder(FairseqIncrementalDecoder):
+    """The input-feeding LSTM decoder of every seq2seq model (module docstring).
+
+    ``value_dim``: size of the encoder annotations h_i; ``enc_final_dim``: of the final encoder
+    state that initialises the LSTM; ``build_output_layer(context_dim)``: makes the
+    :class:`OutputLayer` once the context inference (and so d_c) is known; its ``fc_out`` reads
+    ``--decoder-out-embed-dim`` features (default: :class:`VocabularyOutput` over the dictionary,
+    dropout ``--decoder-dropout-out``); ``coverage``: build the additive scorer's coverage
+    weight w_k; ``use_coverage`` (default ``coverage``): keep the coverage vector and return the
+    coverage loss (the pointer-generator builds w_k always and uses it only with ``--coverage``).
+    """
+
     def __init__(self, args, dictionary, embed_tokens: nn.Module, value_dim: int,
-                 enc_final_dim: int, coverage: bool = False):
+                 enc_final_dim: int,
+                 build_output_layer: Optional[Callable[[int], OutputLayer]] = None,
+                 coverage: bool = False, use_coverage: Optional[bool] = None):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
         self.eos_idx = dictionary.eos()
@@ -82,40 +103,52 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         self.dropout_in = args.decoder_dropout_in
         self.dropout_out = args.decoder_dropout_out
         self.max_target_positions = args.max_target_positions
-        self.use_coverage = coverage
+        self.use_coverage = coverage if use_coverage is None else use_coverage
 
-        name = getattr(args, "context_inference", "soft")
-        if name == "none":  # plain seq2seq baseline: no attention, no input feeding
-            self.scorer, self.context, ctx_dim, extra_in = None, None, 0, 0
-        else:
-            self.scorer = build_scorer(args.attention_type, H, value_dim,
-                                       args.attention_dim, coverage=coverage)
-            self.context = build_context(args, self.scorer.value_dim, H, enc_final_dim)
-            ctx_dim, extra_in = self.context.context_dim, self.context.decoder_input_dim
+        variant = context_class(args)
+        self.scorer = variant.build_scorer(args, H, value_dim, coverage=coverage)
+        self.context = variant(args, self.scorer.value_dim, H, enc_final_dim)
         self.out_dim = args.decoder_out_embed_dim
-        self.feed_dim = self.out_dim if self.context is not None else 0
+        self.feed_dim = self.out_dim
         self.word_keep = getattr(self.context, "word_keep", 1.0)
         #: "zero": every context (mean and samples) is replaced by zeros (source-use diagnostics;
         #: "shuffle" is done by the encoder, which hands over another sentence's annotations)
         self.context_ablation = getattr(args, "context_ablation", "none")
 
-        in_dim = embed_dim + self.feed_dim + extra_in
+        in_dim = embed_dim + self.feed_dim + self.context.decoder_input_dim
         self.layers = nn.ModuleList(
             [nn.LSTMCell(in_dim if i == 0 else H, H) for i in range(self.num_layers)])
         self.init_h = nn.Linear(enc_final_dim, H)
         self.init_c = nn.Linear(enc_final_dim, H)
-        self.W_c = nn.Linear(H + ctx_dim, self.out_dim, bias=False)
-        self.fc_out = nn.Linear(self.out_dim, len(dictionary))
+        self.W_c = nn.Linear(H + self.context.context_dim, self.out_dim, bias=False)
+        output_layer = (build_output_layer(self.context.context_dim) if build_output_layer
+                        else VocabularyOutput(self.out_dim, len(dictionary), self.dropout_out))
+        if output_layer.fc_out.in_features != self.out_dim:
+            raise ValueError(f"the output layer reads {output_layer.fc_out.in_features}-d features "
+                             f"but --decoder-out-embed-dim is {self.out_dim}")
+        self.head = output_layer
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Checkpoints saved before the output layer was a part (2026-11-26) name its parameters
+        ``decoder.fc_out.*`` / ``decoder.switch.*``: renamed to ``decoder.head.*`` (same
+        values, same parameter order, so optimizer states resume)."""
+        prefix = f"{name}." if name else ""
+        for old in [k for k in state_dict if k.startswith(prefix + "fc_out.")
+                    or k.startswith(prefix + "switch.")]:
+            state_dict[prefix + "head." + old[len(prefix):]] = state_dict.pop(old)
 
     # ------------------------------------------------------------------------------------------
-    #: True where :meth:`_predict_target` scores the gold tokens without the (B, T, V) output
-    #: (the pointer-generator); :meth:`training_inputs` then asks for ``score_target``
-    supports_target_scoring = False
     #: compute ``extra["uncertainty"]`` (module docstring); off by default: one attribute test
     record_uncertainty = False
     #: with ``record_uncertainty`` and an incremental state: the (B, t, 3) per-step uncertainties
     #: of every beam row's path after the latest step (None before the first step)
     uncertainty_path: Optional[Tensor] = None
+
+    @property
+    def supports_target_scoring(self) -> bool:
+        """True where the output layer scores the gold tokens without the (B, T, V) output (the
+        pointer-generator's); :meth:`training_inputs` then asks for ``score_target``."""
+        return self.head.supports_target_scoring
 
     def training_inputs(self, target: Tensor) -> Dict:
         """The forward arguments, besides ``prev_output_tokens``, that a forward with a known gold
@@ -126,7 +159,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         nothing."""
         if self.supports_target_scoring:
             return {"target": target, "score_target": True}
-        if self.context is not None and self.context.needs_target:
+        if self.context.needs_target:
             return {"target": target}
         return {}
 
@@ -151,6 +184,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             raise ValueError("score_target needs target, no incremental state and a decoder that "
                              f"supports_target_scoring ({type(self).__name__}: "
                              f"{self.supports_target_scoring})")
+        prev_output_tokens = self.head.read_ids(prev_output_tokens)
+        if target is not None:
+            target = self.head.read_ids(target)
         cache = self._get_cache(incremental_state)
         if cache is None:
             cache = self._start(encoder_out, prev_output_tokens, incremental_state is None, target)
@@ -171,11 +207,11 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
 
         h, c = list(cache["h"].unbind(0)), list(cache["c"].unbind(0))
         feed, coverage = cache.get("feed"), cache.get("coverage")
-        mem = Memory(cache["keys"], cache["values"], cache["pad"]) if self.context else None
+        mem = Memory(cache["keys"], cache["values"], cache["pad"])
         prepared = {k[len("prep_"):]: v for k, v in cache.items() if k.startswith("prep_")}
         ctx_state = {k[len("state_"):]: v for k, v in cache.items() if k.startswith("state_")}
-        stateful = self.context is not None and self.context.stateful
-        extra_in = self.context.decoder_input(prepared) if self.context else None
+        stateful = self.context.stateful
+        extra_in = self.context.decoder_input(prepared)
 
         s_all, feeds, steps, cov_losses = [], [], [], []
         for t in range(T):
@@ -190,8 +226,6 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
                 inp = F.dropout(h[i], p=self.dropout_out, training=self.training)
             s_t = h[-1]
             s_all.append(s_t)
-            if self.context is None:
-                continue
             scores = self.scorer(s_t, mem, coverage)
             if stateful:
                 out = self.context.step(scores, s_t, mem, prepared, t0 + t, state=ctx_state)
@@ -207,9 +241,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             feeds.append(feed)
             steps.append(out)
 
-        new_cache = dict(cache, h=torch.stack(h), c=torch.stack(c))
-        if feed is not None:
-            new_cache["feed"] = feed
+        new_cache = dict(cache, h=torch.stack(h), c=torch.stack(c), feed=feed)
         if coverage is not None:
             new_cache["coverage"] = coverage
         new_cache.update({"state_" + k: v for k, v in ctx_state.items()})
@@ -218,13 +250,6 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         stats = {} if self.record_uncertainty and not score_target else None
 
         s = torch.stack(s_all, dim=1)                                  # (B, T, H)
-        if self.context is None:
-            lprobs = self._log_softmax(self.fc_out(F.dropout(s, self.dropout_out, self.training)))
-            extra = {"attn": [None], "losses": {}}
-            if stats is not None:
-                self._keep_uncertainty(unc.single(lprobs), extra, new_cache, incremental_state)
-            return lprobs, extra
-
         out = stack_steps(steps)                                       # fields (B, T, ...)
         feeds = torch.stack(feeds, dim=1)                              # (B, T, out_dim)
         if score_target:
@@ -270,18 +295,34 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
 
     # ------------------------------------------------------------------------------------------
     def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,
-                         cache: Dict[str, Tensor]) -> Tensor:
-        """Output layer (P 4): s (B, T, H), ctx (B, T, S, d_c) -> log-probs (B, T, S, V) fp32."""
-        s = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
-        hid = torch.tanh(self.W_c(torch.cat([s, ctx.to(s.dtype)], dim=-1)))
-        return self._log_softmax(self.fc_out(F.dropout(hid, self.dropout_out, self.training)))
+                         cache: Dict[str, Tensor], target: Optional[Tensor] = None) -> Tensor:
+        """The output layer on contexts ``ctx`` (P 4): s (B, T, H), ctx (B, T, S, d_c), x (B, T, E)
+        -> log-probs (B, T, S, V) float32; with ``target`` (B, T) long, log P(y_t) of the gold
+        tokens only, (B, T, S)."""
+        s_ = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
+        hid = torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
+        return self._output(hid, ctx, s, out, x, cache, target)
+
+    def _output(self, hid, ctx, s, out: StepOutput, x, cache, target=None) -> Tensor:
+        """hid (B, T, S, out_dim), ctx (B, T, S, d_c) -> the output layer's (B, T, S, V) or, with
+        ``target`` (B, T), (B, T, S)."""
+        inputs = OutputInputs(ctx=ctx, s=s.unsqueeze(2), x=x.unsqueeze(2),
+                              attn=None if out.attn is None else out.attn.unsqueeze(2),
+                              src_ids=cache["src_ids"][:, None, None, :] if "src_ids" in cache else None)
+        return self.head(hid, inputs, None if target is None else target.unsqueeze(2))
 
     def _predict(self, s, feeds, out: StepOutput, x, cache, stats: Optional[Dict] = None):
-        """log P (B, T, V) float32, the K-sample average (D 88). With a ``stats`` dict, also
+        """log P (B, T, V) float32, the K-sample average (D 88), finished by the output layer
+        (the no-copy baseline: −inf at the markers). With a ``stats`` dict, also
         ``stats["uncertainty"]`` (B, T, 3) from the K per-sample distributions (left unset with
         one context per step: the caller takes the entropy of the result)."""
+        return self.head.finish(self._combined(s, feeds, out, x, cache, stats))
+
+    def _combined(self, s, feeds, out: StepOutput, x, cache, stats):
+        """:meth:`_predict` before the output layer's ``finish``."""
         if out.samples is None:  # one context per step, the mean: reuse the recurrent path
-            return self._log_softmax(self.fc_out(F.dropout(feeds, self.dropout_out, self.training)))
+            return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x,
+                                cache).squeeze(2)
         B, T, S = out.samples.shape[:3]
         if B * T * S * len(self.dictionary) <= _MC_CHUNK_ELEMENTS or out.combine != "prob":
             lp = self.output_log_probs(s, out.samples, out, x, cache)
@@ -307,12 +348,20 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         return acc
 
     def _predict_target(self, s, feeds, out: StepOutput, x, cache, target: Tensor) -> Tensor:
-        """log P(y_t) of the gold tokens (B, T) float32; subclasses with a cheaper path override it."""
-        return self._predict(s, feeds, out, x, cache).gather(-1, target.unsqueeze(-1)).squeeze(-1)
-
-    @staticmethod
-    def _log_softmax(logits: Tensor) -> Tensor:
-        return F.log_softmax(logits.float(), dim=-1)
+        """log P(y_t) of the gold tokens (B, T) float32: :meth:`_predict` gathered at ``target``
+        (B, T), computed by the output layer's gold-token path (no (B, T, V) tensor) where it
+        :attr:`supports_target_scoring`."""
+        if not self.head.supports_target_scoring:
+            return self._predict(s, feeds, out, x, cache).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        if out.samples is None:   # the mean context: the recurrent path's hidden, as _predict
+            return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x, cache,
+                                target).squeeze(2)
+        B, T, S = out.samples.shape[:3]
+        # large validation batches with many samples: the (B, T, ·, n_logits) logits sample by sample
+        step = S if B * T * S * self.head.num_logits <= _MC_CHUNK_ELEMENTS else 1
+        lp = torch.cat([self.output_log_probs(s, out.samples[:, :, i:i + step], out, x, cache, target)
+                        for i in range(0, S, step)], dim=2)                   # (B, T, S)
+        return combine_samples(lp.unsqueeze(-1), out.log_weights, out.combine).squeeze(-1)
 
     def _targets(self, prev_output_tokens: Tensor) -> Tensor:
         """Rebuild the target y_1..y_T from prev_output_tokens = [eos, y_1, …] (right padded)."""
@@ -335,14 +384,14 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             "h": torch.stack([torch.tanh(self.init_h(final[j])) for j in idx]),
             "c": torch.stack([self.init_c(final_c[j]) for j in idx]),
         }
-        if self.context is None:
-            return cache
         h = encoder_out["encoder_out"][0]                               # (B, N, d)
         pad = encoder_out["encoder_padding_mask"][0]
         mem = self.scorer.prepare(h, pad)
         cache.update(keys=mem.keys, values=mem.values, pad=mem.pad_mask)
         B = h.size(0)
         cache["feed"] = h.new_zeros(B, self.feed_dim)
+        if self.head.needs_source_ids:
+            cache["src_ids"] = encoder_out["src_tokens"][0]            # (B, N) right-padded, = values
         if self.use_coverage:
             cache["coverage"] = h.new_zeros(B, h.size(1), dtype=torch.float32)
         target_emb = target_pad = None

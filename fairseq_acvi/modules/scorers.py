@@ -143,6 +143,22 @@ class KeyValueScorer(Scorer):
         return self.inner.score(query, mem, coverage)
 
 
+class NoScorer(Scorer):
+    """The scorer of a context inference that attends to nothing (``--context-inference none``):
+    no parameters, no scores (``forward`` returns None); ``prepare`` keeps the annotations as
+    they are (keys = values = h)."""
+
+    def __init__(self, key_dim: int):
+        super().__init__()
+        self.value_dim = key_dim
+
+    def prepare(self, h, pad_mask):
+        return Memory(h, h, pad_mask)
+
+    def forward(self, query, mem, coverage=None):
+        return None
+
+
 _CLASSES = {
     "additive": AdditiveScorer,
     "multiplicative": MultiplicativeScorer,

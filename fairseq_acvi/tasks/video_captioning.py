@@ -123,8 +123,6 @@ class VideoCaptioningTask(FairseqTask):
     def __init__(self, cfg: VideoCaptioningConfig, tgt_dict: Dictionary):
         super().__init__(cfg)
         self.tgt_dict = tgt_dict
-        # item -> video id of every loaded split (for logging and tools)
-        self.split_video_ids: Dict[str, list] = {}
 
     @classmethod
     def setup_task(cls, cfg: VideoCaptioningConfig, **kwargs):
@@ -149,7 +147,6 @@ class VideoCaptioningTask(FairseqTask):
         dataset, records = load_caption_dataset(
             caption_file, self.feature_dir(), self.tgt_dict, self.cfg.feature_dim, self.cfg.max_frames,
             unique_videos=unique, shuffle=(split == "train"))
-        self.split_video_ids[split] = list(dataset.video_ids)
         mode = "one per video" if unique else "one per caption"
         logger.info(f"[video_captioning] {split}: {len(dataset)} items ({mode}), "
                     f"{len(set(dataset.video_ids))} videos, {len(records)} captions")

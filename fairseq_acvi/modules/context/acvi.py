@@ -52,32 +52,37 @@ DIAGNOSTICS = ("kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var")
 
 @register_context("acvi")
 class ACVIContext(ContextInference):
+    DEFAULTS = dict(acvi_mean="identity", acvi_logvar_layers=1, acvi_logvar_init=-6.0,
+                    acvi_sampler="gaussian", acvi_gumbel_temperature=0.5, acvi_beta=1.0,
+                    acvi_free_bits=0.0, acvi_kl_warmup_updates=0, acvi_kl_cycle_updates=0,
+                    acvi_kl_delay_updates=0)
+
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
         d = value_dim
-        depth = getattr(args, "acvi_logvar_layers", 1)
-        self.mean_net = mlp(d, d, d, 1) if getattr(args, "acvi_mean", "identity") == "mlp" else None
+        depth = self.option(args, "acvi_logvar_layers")
+        self.mean_net = mlp(d, d, d, 1) if self.option(args, "acvi_mean") == "mlp" else None
         self.logvar_net = mlp(d, d, d, depth)
         # start close to the σ → 0 limit (= soft attention): with σ² ≈ 1 at initialisation the
         # noise drowns the (small) LSTM annotations and the decoder learns to ignore the context
-        self.logvar_init = getattr(args, "acvi_logvar_init", -6.0)
+        self.logvar_init = self.option(args, "acvi_logvar_init")
         self.reset_method_parameters()
         self.logvar_min, self.logvar_max = -20.0, 10.0
-        self.sampler = getattr(args, "acvi_sampler", "gaussian")
-        self.gumbel_tau = getattr(args, "acvi_gumbel_temperature", 0.5)
-        self.beta = getattr(args, "acvi_beta", 1.0)
-        self.free_bits = getattr(args, "acvi_free_bits", 0.0) or 0.0
+        self.sampler = self.option(args, "acvi_sampler")
+        self.gumbel_tau = self.option(args, "acvi_gumbel_temperature")
+        self.beta = self.option(args, "acvi_beta")
+        self.free_bits = self.option(args, "acvi_free_bits")
         if self.free_bits < 0:
             raise ValueError(f"--acvi-free-bits must be ≥ 0, got {self.free_bits}")
-        self.warmup = getattr(args, "acvi_kl_warmup_updates", 0) or 0
-        self.cycle = getattr(args, "acvi_kl_cycle_updates", 0) or 0
-        self.delay = getattr(args, "acvi_kl_delay_updates", 0) or 0
+        self.warmup = self.option(args, "acvi_kl_warmup_updates")
+        self.cycle = self.option(args, "acvi_kl_cycle_updates")
+        self.delay = self.option(args, "acvi_kl_delay_updates")
         if self.delay < 0:
             raise ValueError(f"--acvi-kl-delay-updates must be ≥ 0, got {self.delay}")
         if self.warmup < 0 or self.cycle < 0 or (self.warmup > 0 and self.cycle > 0):
             raise ValueError("--acvi-kl-warmup-updates and --acvi-kl-cycle-updates must be ≥ 0 and "
                              f"at most one of them set, got {self.warmup} and {self.cycle}")
-        self.mc_samples = getattr(args, "mc_samples", 10)
+        self.mc_samples = self.option(args, "mc_samples")
 
     def reset_method_parameters(self):
         """The log σ² output bias starts at ``--acvi-logvar-init`` (kept by the model's uniform

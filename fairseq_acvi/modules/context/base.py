@@ -40,9 +40,12 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_acvi.modules.scorers import Memory
+from fairseq_acvi.modules.scorers import Memory, Scorer, build_scorer
 
 CONTEXT_REGISTRY: Dict[str, type] = {}
+
+#: K, the context samples averaged at evaluation and decoding unless --mc-samples says otherwise
+DEFAULT_MC_SAMPLES = 10
 
 
 def register_context(name: str):
@@ -114,7 +117,7 @@ def stack_steps(steps) -> StepOutput:
 
 
 class ContextInference(nn.Module):
-    """Base class of the five variants. Subclasses set ``context_dim`` and override ``step``.
+    """Base class of the variants. Subclasses set ``context_dim`` and override ``step``.
 
     Constructor arguments (all variants): ``args`` (the model's argparse namespace),
     ``value_dim`` (d of the memory values h_i), ``query_dim`` (d of s_t), ``enc_final_dim``
@@ -122,6 +125,9 @@ class ContextInference(nn.Module):
     """
 
     name = "base"
+    #: this class's options and their defaults — the one place each is set (a model's
+    #: architecture may override some; :func:`fill_context_defaults`). Read with :meth:`option`.
+    DEFAULTS: Dict[str, object] = {"context_inference": "soft", "mc_samples": DEFAULT_MC_SAMPLES}
     #: extra features concatenated to every decoder input (VED's z); 0 for most variants
     decoder_input_dim: int = 0
     #: True when training needs the whole target (variational attention's inference network)
@@ -138,6 +144,27 @@ class ContextInference(nn.Module):
     @staticmethod
     def add_args(parser):
         """Options of this variant (all prefixed with the variant's name)."""
+
+    @classmethod
+    def option(cls, args, name: str):
+        """``args.<name>``, or where it is unset (absent or None) the default in ``DEFAULTS`` of
+        this class or of a base class."""
+        value = getattr(args, name, None)
+        if value is not None:
+            return value
+        for klass in cls.__mro__:
+            if name in getattr(klass, "DEFAULTS", {}):
+                return klass.DEFAULTS[name]
+        raise KeyError(f"{cls.__name__} has no default for {name!r}")
+
+    @classmethod
+    def build_scorer(cls, args, query_dim: int, key_dim: int, coverage: bool = False) -> Scorer:
+        """The attention scorer the decoder builds for this variant (docs/method.md §1):
+        ``--attention-type`` over ``key_dim``-d annotations, with the coverage term when
+        ``coverage``. A variant that attends to nothing (``none``) returns a scorer without
+        parameters."""
+        return build_scorer(args.attention_type, query_dim, key_dim, args.attention_dim,
+                            coverage=coverage)
 
     # -- once per batch ------------------------------------------------------------------------
     def prepare(self, mem: Memory, enc_final: Tensor, target_emb: Optional[Tensor] = None,
@@ -186,8 +213,9 @@ class ContextInference(nn.Module):
 
 def add_context_args(parser):
     """Add ``--context-inference`` and every registered variant's options to ``parser``."""
-    parser.add_argument("--context-inference", choices=["none"] + sorted(CONTEXT_REGISTRY),
-                        help="how the context vector is inferred (docs/method.md §2)")
+    parser.add_argument("--context-inference", choices=sorted(CONTEXT_REGISTRY),
+                        help="how the context vector is inferred (docs/method.md §2; none: no "
+                             "attention, the empty context)")
     parser.add_argument("--mc-samples", type=int, metavar="K",
                         help="Monte-Carlo samples of the context averaged at evaluation/decoding "
                              "(0 = use the mean; fairseq-generate: --model-overrides "
@@ -196,9 +224,23 @@ def add_context_args(parser):
         cls.add_args(parser)
 
 
-def build_context(args, value_dim: int, query_dim: int, enc_final_dim: int) -> ContextInference:
-    name = getattr(args, "context_inference", "soft")
+def fill_context_defaults(args):
+    """Set every unset option of ``--context-inference``, ``--mc-samples`` and of every
+    registered variant to its default (``DEFAULTS``), so that a checkpoint records them all."""
+    for cls in (ContextInference, *CONTEXT_REGISTRY.values()):
+        for key, value in cls.DEFAULTS.items():
+            if getattr(args, key, None) is None:
+                setattr(args, key, value)
+
+
+def context_class(args) -> type:
+    """The :class:`ContextInference` subclass ``--context-inference`` names (default soft)."""
+    name = ContextInference.option(args, "context_inference")
     if name not in CONTEXT_REGISTRY:
         raise ValueError(f"--context-inference: unknown value {name!r}; choose from "
-                         f"{', '.join(['none'] + sorted(CONTEXT_REGISTRY))}")
-    return CONTEXT_REGISTRY[name](args, value_dim, query_dim, enc_final_dim)
+                         f"{', '.join(sorted(CONTEXT_REGISTRY))}")
+    return CONTEXT_REGISTRY[name]
+
+
+def build_context(args, value_dim: int, query_dim: int, enc_final_dim: int) -> ContextInference:
+    return context_class(args)(args, value_dim, query_dim, enc_final_dim)

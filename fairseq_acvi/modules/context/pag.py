@@ -85,11 +85,6 @@ from fairseq_acvi.modules.scorers import Memory, masked_softmax
 DEFAULT_PLAN_HORIZON = 10
 
 
-def _option(args, name, default):
-    value = getattr(args, name, None)
-    return default if value is None else value
-
-
 def shift(x: Tensor) -> Tensor:
     """ρ: drop the first entry of dim 1 and append zeros. (B, k, ...) -> (B, k, ...)."""
     return torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
@@ -110,22 +105,24 @@ def plan_softmax(logits: Tensor, pad_mask: Tensor) -> Tensor:
 class PAGContext(ContextInference):
     """PAG: an alignment-plan matrix A_t (B, k, N) and a commitment vector c_t (B, k)."""
 
+    DEFAULTS = dict(pag_plan_horizon=DEFAULT_PLAN_HORIZON, pag_temperature=1.0,
+                    pag_commit_weight=1.0, pag_force_replan=False)
     stateful = True
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
-        self.k = int(_option(args, "pag_plan_horizon", DEFAULT_PLAN_HORIZON))
+        self.k = int(self.option(args, "pag_plan_horizon"))
         if self.k < 1:
             raise ValueError(f"--pag-plan-horizon must be ≥ 1, got {self.k}")
-        self.tau = float(_option(args, "pag_temperature", 1.0))
+        self.tau = float(self.option(args, "pag_temperature"))
         if not self.tau > 0:
             raise ValueError(f"--pag-temperature must be > 0, got {self.tau}")
-        self.commit_weight = float(_option(args, "pag_commit_weight", 1.0))
+        self.commit_weight = float(self.option(args, "pag_commit_weight"))
         if not self.commit_weight >= 0:
             raise ValueError(f"--pag-commit-weight must be ≥ 0, got {self.commit_weight}")
-        self.force_replan = bool(_option(args, "pag_force_replan", False))
+        self.force_replan = bool(self.option(args, "pag_force_replan"))
         self.commit_net = nn.Linear(self.commit_input_dim(query_dim, value_dim), self.k)   # f_c
-        attn_dim = _option(args, "attention_dim", 0) or value_dim       # size of f_align's layer
+        attn_dim = getattr(args, "attention_dim", None) or value_dim       # size of f_align's layer
         self.build_align(attn_dim, query_dim, value_dim)
 
     @staticmethod

@@ -24,12 +24,14 @@ from fairseq_acvi.modules.crf import binary_crf
 
 @register_context("structured")
 class StructuredContext(ContextInference):
+    DEFAULTS = dict(structured_lambda="learned")
+
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
         self.transition = nn.Parameter(torch.zeros(2, 2))   # [z_{i-1}, z_i]
         self.start = nn.Parameter(torch.zeros(2))
         self.end = nn.Parameter(torch.zeros(2))
-        mode = getattr(args, "structured_lambda", "learned")
+        mode = self.option(args, "structured_lambda")
         if mode not in ("learned", "fixed"):
             raise ValueError(f"--structured-lambda: unknown value {mode!r}; choose learned or fixed")
         if mode == "learned":

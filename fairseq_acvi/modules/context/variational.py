@@ -49,19 +49,20 @@ def categorical_kl(log_q, log_p, pad_mask):
 
 @register_context("variational")
 class VariationalContext(ContextInference):
+    DEFAULTS = dict(variational_mode="enum", variational_decode="soft", variational_beta=1.0)
     needs_target = True
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
-        self.mode = getattr(args, "variational_mode", "enum")
-        self.decode = getattr(args, "variational_decode", "soft")
+        self.mode = self.option(args, "variational_mode")
+        self.decode = self.option(args, "variational_decode")
         if self.mode not in MODES:
             raise ValueError(f"--variational-mode: unknown value {self.mode!r}; choose from "
                              f"{', '.join(MODES)}")
         if self.decode not in DECODES:
             raise ValueError(f"--variational-decode: unknown value {self.decode!r}; choose from "
                              f"{', '.join(DECODES)}")
-        self.beta = getattr(args, "variational_beta", 1.0)
+        self.beta = self.option(args, "variational_beta")
         emb_dim = getattr(args, "variational_target_dim", None) or getattr(args, "decoder_embed_dim", None)
         if not emb_dim:
             raise ValueError("variational attention: the inference network needs the target "

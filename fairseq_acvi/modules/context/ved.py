@@ -32,9 +32,12 @@ ANNEALS = ("sigmoid", "linear", "none")
 
 @register_context("ved")
 class VEDContext(ContextInference):
+    DEFAULTS = dict(ved_latent_dim=100, ved_kl_anneal="sigmoid", ved_kl_anneal_rate=0.0025,
+                    ved_kl_anneal_midpoint=2500, ved_beta=1.0, ved_word_keep=0.75)
+
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
-        self.latent_dim = getattr(args, "ved_latent_dim", 100)
+        self.latent_dim = self.option(args, "ved_latent_dim")
         if self.latent_dim <= 0:
             raise ValueError(f"--ved-latent-dim must be positive, got {self.latent_dim}")
         self.mu_net = nn.Linear(enc_final_dim, self.latent_dim)
@@ -42,14 +45,14 @@ class VEDContext(ContextInference):
         self.logvar_min, self.logvar_max = -20.0, 10.0
         self.decoder_input_dim = self.latent_dim
         self.context_dim = value_dim + self.latent_dim
-        self.anneal = getattr(args, "ved_kl_anneal", "sigmoid")
+        self.anneal = self.option(args, "ved_kl_anneal")
         if self.anneal not in ANNEALS:
             raise ValueError(f"--ved-kl-anneal: unknown value {self.anneal!r}; choose from "
                              f"{', '.join(ANNEALS)}")
-        self.rate = getattr(args, "ved_kl_anneal_rate", 0.0025)
-        self.midpoint = getattr(args, "ved_kl_anneal_midpoint", 2500)
-        self.beta = getattr(args, "ved_beta", 1.0)
-        self.word_keep = getattr(args, "ved_word_keep", 0.75)
+        self.rate = self.option(args, "ved_kl_anneal_rate")
+        self.midpoint = self.option(args, "ved_kl_anneal_midpoint")
+        self.beta = self.option(args, "ved_beta")
+        self.word_keep = self.option(args, "ved_word_keep")
         if not 0.0 < self.word_keep <= 1.0:
             raise ValueError(f"--ved-word-keep must be in (0, 1], got {self.word_keep}")
 

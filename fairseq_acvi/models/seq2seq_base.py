@@ -1,0 +1,183 @@
+"""The base of the package's LSTM seq2seq models (docs/method.md §3): options, defaults, build hooks.
+
+Every seq2seq model — translation (``acvi_lstm``, models/lstm_seq2seq.py), the pointer-generator
+(``acvi_pointer_generator``) and the video captioner (``acvi_video_captioner``) — is an encoder
+and one :class:`~fairseq_acvi.modules.context_decoder.ContextLSTMDecoder` with pluggable context
+inference. :class:`ContextSeq2SeqModel` builds them the same way; a model overrides the hooks
+where it differs::
+
+    fill_defaults(args)                        its base architecture's defaults (unset options)
+    build_encoder(args, task)                  -> encoder with .output_units (annotation size)
+    build_target_embedding(args, task, enc)    -> the decoder's token embedding
+    build_output_layer(args, task, emb, d_c)   -> the OutputLayer (modules/output_layers.py)
+    decoder_options(args)                      -> extra ContextLSTMDecoder arguments (coverage)
+
+and :meth:`ContextSeq2SeqModel.build_model` puts them together, hands the encoder the
+evaluation-only ``--context-ablation`` and initialises every parameter (``--init-scale``,
+modules/init.py). A new context-inference variant needs none of this (modules/context/); a new
+seq2seq model is a subclass with its hooks and ``@register_model``.
+
+Defaults: each option has one default — a model option in :data:`SEQ2SEQ_DEFAULTS`, a
+context-inference option in its variant's ``DEFAULTS`` (modules/context/) — and argparse defaults
+stay None, so that a model's base architecture can override some of them: a base architecture is
+:func:`seq2seq_defaults` with its own overrides.
+"""
+from typing import Dict
+
+from fairseq.models import FairseqEncoderDecoderModel
+from fairseq.models.lstm import Embedding
+
+from fairseq_acvi.modules.context import add_context_args, fill_context_defaults
+from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
+from fairseq_acvi.modules.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
+from fairseq_acvi.modules.lstm_encoder import ABLATIONS
+from fairseq_acvi.modules.output_layers import OutputLayer, VocabularyOutput
+from fairseq_acvi.modules.scorers import SCORERS
+
+#: the package-wide default of every seq2seq model option (a model's base architecture overrides
+#: some); the context-inference options' defaults are the variants' own (``DEFAULTS`` in
+#: modules/context/, :func:`fill_context_defaults`)
+SEQ2SEQ_DEFAULTS = dict(
+    dropout=0.2, encoder_embed_dim=256, encoder_hidden_size=256, encoder_layers=2,
+    decoder_embed_dim=256, decoder_hidden_size=256, decoder_layers=2,
+    attention_type="multiplicative", attention_dim=256, share_decoder_input_output_embed=False,
+    init_scale=DEFAULT_INIT_SCALE, context_ablation="none",
+    max_source_positions=1024, max_target_positions=1024,
+)
+
+
+def add_seq2seq_args(parser):
+    """Options shared by every LSTM seq2seq model of the package (defaults: SEQ2SEQ_DEFAULTS)."""
+    parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
+    parser.add_argument("--encoder-embed-dim", type=int, metavar="N")
+    parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
+                        help="encoder LSTM size per direction (annotations are 2N-d)")
+    parser.add_argument("--encoder-layers", type=int, metavar="N")
+    parser.add_argument("--decoder-embed-dim", type=int, metavar="N")
+    parser.add_argument("--decoder-hidden-size", type=int, metavar="N")
+    parser.add_argument("--decoder-layers", type=int, metavar="N")
+    parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N",
+                        help="size of the attentional hidden state tanh(W_c[s; c]) "
+                             "(default: --decoder-hidden-size)")
+    parser.add_argument("--attention-type", choices=SCORERS, help="attention scorer (docs/method.md §1)")
+    parser.add_argument("--attention-dim", type=int, metavar="N",
+                        help="projection size of additive / scaled-dot scorers")
+    parser.add_argument("--share-decoder-input-output-embed", action="store_true")
+    add_init_args(parser)
+    parser.add_argument("--context-ablation", choices=ABLATIONS,
+                        help="evaluation only, for source-use diagnostics: replace every context "
+                             "vector by zeros, or attend to another sentence's annotations "
+                             "(shuffle); set it when decoding with --model-overrides "
+                             "\"{'context_ablation': 'shuffle'}\"")
+    add_context_args(parser)
+
+
+def seq2seq_defaults(args, **overrides):
+    """Fill the unset options of ``args``: ``overrides`` (a model's base architecture) first,
+    then :data:`SEQ2SEQ_DEFAULTS` and the context-inference variants' defaults; the per-side dropouts from ``--dropout``, the attentional
+    hidden size from the decoder's. Checks ``--context-ablation`` and ``--mc-samples``."""
+    for key, value in dict(SEQ2SEQ_DEFAULTS, **overrides).items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    fill_context_defaults(args)
+    for key in ("encoder_dropout_in", "encoder_dropout_out", "decoder_dropout_in",
+                "decoder_dropout_out"):
+        if getattr(args, key, None) is None:
+            setattr(args, key, args.dropout)
+    if getattr(args, "decoder_out_embed_dim", None) is None:
+        args.decoder_out_embed_dim = args.decoder_hidden_size
+    if args.context_ablation not in ABLATIONS:
+        raise ValueError(f"--context-ablation: unknown value {args.context_ablation!r}; choose "
+                         f"from {', '.join(ABLATIONS)}")
+    if args.mc_samples < 0:
+        raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
+
+
+def check_dictionary_sizes(model, state_dict):
+    """Refuse a checkpoint whose embedding tables do not match the data's dictionaries."""
+    for side, key in (("source", "encoder.embed_tokens.weight"),
+                      ("target", "decoder.embed_tokens.weight")):
+        module = model.encoder if side == "source" else model.decoder
+        if key in state_dict and getattr(module, "dictionary", None) is not None:
+            saved, have = state_dict[key].size(0), len(module.dictionary)
+            if saved != have:
+                raise ValueError(
+                    f"mismatched {side} dictionary: the checkpoint was trained with {saved} "
+                    f"symbols but the data's dict has {have}; use the dict.*.txt the model was "
+                    "trained with (fairseq-preprocess --srcdict/--tgtdict)")
+
+
+class ContextSeq2SeqModel(FairseqEncoderDecoderModel):
+    """Encoder + :class:`ContextLSTMDecoder`, built from the hooks of the module docstring."""
+
+    @staticmethod
+    def add_args(parser):
+        add_seq2seq_args(parser)
+
+    # -- build hooks -------------------------------------------------------------------------------
+    @classmethod
+    def fill_defaults(cls, args):
+        """The model's base architecture: fill the unset options of ``args``."""
+        raise NotImplementedError
+
+    @classmethod
+    def build_encoder(cls, args, task):
+        """-> a FairseqEncoder whose ``output_units`` is the size of its annotations and final
+        states."""
+        raise NotImplementedError
+
+    @classmethod
+    def build_target_embedding(cls, args, task, encoder):
+        """-> the decoder's token embedding (fairseq's U(−0.1, 0.1) ``Embedding``)."""
+        tgt_dict = task.target_dictionary
+        return Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
+
+    @classmethod
+    def build_output_layer(cls, args, task, embed_tokens, context_dim: int) -> OutputLayer:
+        """-> the softmax over the target dictionary, its weights tied to ``embed_tokens`` with
+        ``--share-decoder-input-output-embed``."""
+        layer = VocabularyOutput(args.decoder_out_embed_dim, len(task.target_dictionary),
+                                 args.decoder_dropout_out)
+        if args.share_decoder_input_output_embed:
+            if args.decoder_embed_dim != args.decoder_out_embed_dim:
+                raise ValueError("--share-decoder-input-output-embed needs --decoder-embed-dim "
+                                 "== --decoder-out-embed-dim")
+            layer.fc_out.weight = embed_tokens.weight
+        return layer
+
+    @classmethod
+    def decoder_options(cls, args) -> Dict:
+        """Extra keyword arguments of :class:`ContextLSTMDecoder` (coverage)."""
+        return {}
+
+    @classmethod
+    def build_model(cls, args, task):
+        cls.fill_defaults(args)
+        encoder = cls.build_encoder(args, task)
+        embed = cls.build_target_embedding(args, task, encoder)
+        decoder = ContextLSTMDecoder(
+            args, task.target_dictionary, embed, value_dim=encoder.output_units,
+            enc_final_dim=encoder.output_units,
+            build_output_layer=lambda context_dim: cls.build_output_layer(args, task, embed,
+                                                                          context_dim),
+            **cls.decoder_options(args))
+        model = cls(encoder, decoder)
+        model.encoder.context_ablation = args.context_ablation
+        return init_uniform_(model, args.init_scale)
+
+    # -- what every seq2seq model does the same way ------------------------------------------------
+    def training_inputs(self, sample: Dict) -> Dict:
+        """``sample["net_input"]`` plus what the decoder needs from the gold target to score it
+        (:meth:`ContextLSTMDecoder.training_inputs`): what the ``elbo`` criterion calls the model
+        with, so that it never reads the decoder's internals."""
+        return dict(sample["net_input"], **self.decoder.training_inputs(sample["target"]))
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        return self.decoder.get_normalized_probs(net_output, log_probs, sample)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        check_dictionary_sizes(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+    def max_positions(self):
+        return (self.encoder.max_positions(), self.decoder.max_positions())

@@ -33,7 +33,6 @@ import argparse
 import math
 import os
 import statistics
-import sys
 import time
 
 import torch
@@ -41,9 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import sync  # noqa: E402
+from bench_common import sync
 BABI_EN = os.path.join("babi", "tasks_1-20_v1-2", "en")  # the en folder under $ACVI_DATA
 
 

@@ -14,22 +14,17 @@ Timings are interleaved (the order rotates every round) and reported as medians.
 """
 import argparse
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fairseq_acvi  # noqa: F401
+from bench_common import timed, training_words_per_second
+from bench_seq2seq import batch, make_dict
+from fairseq.models.transformer import TransformerModel
+from fairseq.models.transformer.transformer_legacy import base_architecture as fairseq_base
+from fairseq.sequence_generator import SequenceGenerator
 
-import fairseq_acvi  # noqa: E402,F401
-from bench_common import timed, training_words_per_second  # noqa: E402
-from bench_seq2seq import batch, make_dict  # noqa: E402
-from fairseq.models.transformer import TransformerModel  # noqa: E402
-from fairseq.models.transformer.transformer_legacy import base_architecture as fairseq_base  # noqa: E402
-from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
-
-from fairseq_acvi.models.acvi_transformer import ACVITransformerModel, acvi_transformer_multi30k  # noqa: E402
+from fairseq_acvi.models.acvi_transformer import ACVITransformerModel, acvi_transformer_multi30k
 
 
 class _Task:

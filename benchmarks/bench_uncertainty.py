@@ -18,20 +18,15 @@ sources (lengths 8-16, ``--max-len-b`` bounds the outputs).
 """
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fairseq_acvi  # noqa: F401
+from bench_common import timed
+from fairseq import checkpoint_utils
 
-import fairseq_acvi  # noqa: E402,F401
-from bench_common import timed  # noqa: E402
-from fairseq import checkpoint_utils  # noqa: E402
-
-from fairseq_acvi.generation.uncertainty import enable_uncertainty  # noqa: E402
+from fairseq_acvi.generation.uncertainty import enable_uncertainty
 
 
 def parse_args(argv=None):

@@ -26,13 +26,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from fairseq_acvi.cli.eval_summarization import read_aligned  # noqa: E402
-from fairseq_acvi.metrics.meteor import meteor, meteor_resources  # noqa: E402
-from fairseq_acvi.metrics.novelty import novelty  # noqa: E402
-from fairseq_acvi.metrics.rouge import rouge_per_pair  # noqa: E402
+from fairseq_acvi.cli.eval_summarization import read_aligned
+from fairseq_acvi.metrics.meteor import meteor, meteor_resources
+from fairseq_acvi.metrics.novelty import novelty
+from fairseq_acvi.metrics.rouge import rouge_per_pair
 
 # See et al. 2017, Table 1 (= dissertation Table 20 rows), R-L, METEOR exact, full
 PAPER = {

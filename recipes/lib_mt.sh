@@ -7,6 +7,13 @@
 # per-run logic they share (pair, choices, data, subsets, run.json, train, decode).
 # They read the recipe's variables: PYTHON USER_DIR DATA_BIN SRC TGT RUN CKPT BEAM GEN_BATCH GEN_ARGS
 # MAX_TOKENS LR CLIP_NORM MAX_EPOCH PATIENCE SEED DEVICE.
+mt_process_defaults() {  # the process settings of every translation recipe (env vars): THREADS=1
+  # (OMP_NUM_THREADS of every process; two one-thread runs use both cores of 2), DEVICE=cpu (cuda: no
+  # --cpu), PYTHON=python, USER_DIR=fairseq_acvi
+  THREADS="${THREADS:-1}"; DEVICE="${DEVICE:-cpu}"; PYTHON="${PYTHON:-python}"
+  USER_DIR="${USER_DIR:-fairseq_acvi}"
+  export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+}
 mt_split_pair() {  # mt_split_pair PAIR: sets SRC and TGT from e.g. en_de (exit 2 if malformed)
   SRC="${1%_*}"; TGT="${1#*_}"
   if [[ "$SRC" == "$1" || -z "$SRC" || -z "$TGT" ]]; then

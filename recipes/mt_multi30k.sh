@@ -1,36 +1,9 @@
 #!/usr/bin/env bash
-# Multi30K (task 1) En->De / En->Fr with any context-inference variant, on real data, sized for a CPU.
-# Per seed: train (Adam, early stopping on validation likelihood), decode valid / test2016 / test2017
-# with beam 10, score tokenised lower-cased BLEU (as published Multi30K baselines) and detokenised
-# sacreBLEU (signature printed), and for latent variants the source-use ablation and the
-# Monte-Carlo sweep. Collect the runs with `python -m fairseq_acvi.cli.mt_report runs/multi30k`.
-# Run from the repo root:
+# Multi30K (task 1) En->De / En->Fr with any context-inference variant, on real data, sized for a CPU:
+# per seed train, decode valid/test2016/test2017 (beam 10), BLEU and sacreBLEU, source-use ablation
+# and Monte-Carlo sweep for latent variants. From the repository root:
 #   CONTEXT=acvi PAIR=en_de SEEDS="1 2 3" bash recipes/mt_multi30k.sh [extra fairseq-train args]
-# Options (env vars):
-#   CONTEXT=soft       none | soft | acvi | structured | variational | ved, or `lstm` for fairseq's own
-#                      --arch lstm (bidirectional encoder, same size): the reference baseline
-#   PAIR=en_de         en_de | en_fr (any SRC_TGT the data script supports)
-#   SEEDS=1            space-separated seeds, one run each
-#   TAG=               names a configuration (e.g. beta0.01 when passing --acvi-beta 0.01); the run
-#                      folder is $RUNS/$PAIR/$CONTEXT[-$TAG]_seed$SEED
-#   ARCH=acvi_lstm_multi30k  (acvi_lstm_iwslt: the paper's 2-layer size, for a GPU)
-#   MAX_EPOCH=12 PATIENCE=3  early stopping: stop after PATIENCE epochs without a better validation
-#                      likelihood (nll_loss; it ignores β, which a warm-up changes); 0 = off
-#   LR=0.001 CLIP_NORM=1.0 MAX_TOKENS=4000   Adam
-#   BEAM=10 GEN_BATCH=128 GEN_ARGS="--max-len-a 2 --max-len-b 10"  (outputs at most 2·|source| + 10 words)
-#   EVAL_SPLITS="valid test2016 test2017"  splits decoded (a configuration sweep decodes valid only:
-#                      choices are made on validation, never on test)
-#   MC_SWEEP=          K values decoded besides the model's default (ACVI: K = 10), e.g. "0 1 5 10 20"
-#   DEFAULT_DECODE=1   0: skip the decode at the model's own K (e.g. to add a K sweep to a finished run:
-#                      TRAIN=0 DEFAULT_DECODE=0 ABLATE=0 MC_SWEEP="0 1 5 10 20")
-#   ABLATE=1           source use: validation BLEU and likelihood with the context replaced by zeros
-#                      (ACVI: on its mean context, K = 0; ablate.json names the baseline decode)
-#                      and by another sentence's (--context-ablation); 0 = skip
-#   TRAIN=1            0: skip training, evaluate the existing checkpoint_best.pt
-#   RUNS=runs/multi30k DATA_BIN=data-bin/multi30k_$PAIR (built by data_scripts/prepare_multi30k.sh)
-#   THREADS=1          OMP_NUM_THREADS of every process (two one-thread runs use both cores of 2)
-#   DEVICE=            cpu (default where no GPU) or cuda; with cpu, --cpu is passed to fairseq
-#   PYTHON=python USER_DIR=fairseq_acvi
+# Every variable, the outputs and the cost: docs/recipes/mt_multi30k.md
 set -euo pipefail
 
 CONTEXT="${CONTEXT:-soft}"
@@ -51,12 +24,8 @@ ABLATE="${ABLATE:-1}"
 TRAIN="${TRAIN:-1}"
 RUNS="${RUNS:-runs/multi30k}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"
-THREADS="${THREADS:-1}"
-DEVICE="${DEVICE:-cpu}"
-PYTHON="${PYTHON:-python}"
-USER_DIR="${USER_DIR:-fairseq_acvi}"
-export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
+mt_process_defaults
 
 mt_split_pair "$PAIR"
 mt_require_choice CONTEXT "$CONTEXT" none soft acvi structured variational ved lstm

@@ -1,21 +1,9 @@
 #!/usr/bin/env bash
-# Planning attention (PAG / rPAG, docs/method.md §3.4) on Multi30K with a BPE source and character targets,
-# sized for a CPU. Per seed: train (Adam, early stopping on validation likelihood), decode valid and test2016
-# with beam search, score BLEU (tokenised and sacreBLEU) and chrF on the output turned back into words
-# (score_mt.py --char-target --chrf), and write replan.json: the fraction of decoder steps whose plan was
-# recomputed (the elbo criterion's validation `replan`, best and last epoch). Run from the repo root:
+# Planning attention (PAG / rPAG, docs/method.md §3.4) on Multi30K, BPE source and character targets,
+# sized for a CPU: per seed train, decode valid and test2016, BLEU and chrF on the output turned back
+# into words, replan.json (how often the plan was recomputed). From the repository root:
 #   CONTEXT=pag SEEDS="1 2 3" bash recipes/mt_pag.sh [extra fairseq-train args]
-# Options (env vars):
-#   CONTEXT=pag        soft | pag | rpag (soft: the attention baseline on the same data)
-#   PAIR=en_de         SRC_TGT, any pair data_scripts/prepare_multi30k_char.sh supports
-#   SEEDS=1  TAG=      one run per seed in $RUNS/$PAIR/$CONTEXT[-$TAG]_seed$SEED
-#   ARCH=pag_lstm_multi30k_char  (pag_lstm_wmt15: the paper's size, for a GPU)
-#   MAX_EPOCH=12 PATIENCE=3 (epochs without a better validation nll_loss; 0 = off)
-#   LR=0.001 CLIP_NORM=1.0 MAX_TOKENS=8000   Adam; a batch holds ~100 sentences of ~75 characters
-#   BEAM=5 GEN_BATCH=32 GEN_ARGS="--max-len-a 8 --max-len-b 20"  (at most 8·|source pieces| + 20 characters)
-#   EVAL_SPLITS="valid test2016"   TRAIN=1 (0: evaluate the existing checkpoint_best.pt)
-#   RUNS=runs/pag DATA_BIN=data-bin/multi30k_char_$PAIR (built by data_scripts/prepare_multi30k_char.sh)
-#   THREADS=1 DEVICE=cpu (cuda: no --cpu) PYTHON=python USER_DIR=fairseq_acvi
+# Every variable and the outputs: docs/recipes/mt_pag.md
 set -euo pipefail
 
 CONTEXT="${CONTEXT:-pag}"
@@ -34,12 +22,8 @@ GEN_ARGS="${GEN_ARGS:---max-len-a 8 --max-len-b 20}"
 TRAIN="${TRAIN:-1}"
 RUNS="${RUNS:-runs/pag}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_char_$PAIR}"
-THREADS="${THREADS:-1}"
-DEVICE="${DEVICE:-cpu}"
-PYTHON="${PYTHON:-python}"
-USER_DIR="${USER_DIR:-fairseq_acvi}"
-export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
+mt_process_defaults
 
 mt_split_pair "$PAIR"
 mt_require_choice CONTEXT "$CONTEXT" soft pag rpag

@@ -25,12 +25,8 @@ MC_SWEEP="${MC_SWEEP:-}"
 TRAIN="${TRAIN:-1}"
 RUNS="${RUNS:-runs/multi30k_transformer}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"
-THREADS="${THREADS:-1}"
-DEVICE="${DEVICE:-cpu}"
-PYTHON="${PYTHON:-python}"
-USER_DIR="${USER_DIR:-fairseq_acvi}"
-export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
+mt_process_defaults
 
 mt_split_pair "$PAIR"
 read -r -a SYSTEM_LIST <<< "$SYSTEMS"

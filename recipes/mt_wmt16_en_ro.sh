@@ -1,26 +1,14 @@
 #!/usr/bin/env bash
-# WMT'16 En<->Ro (joint sentencepiece BPE) with any context-inference variant (docs/method.md §3.3; §5, P Table 4).
-# Trains, then decodes valid (newsdev2016) and test (newstest2016) with beam 10 and prints sacrebleu BLEU
-# (detokenised: sentencepiece output vs the raw references) next to the paper's figures. Run from the repo root:
+# WMT'16 En<->Ro (joint sentencepiece BPE) with any context-inference variant at the papers' size (docs/method.md §3.3, P Table 4):
+# train (SGD), decode valid and test with beam 10, BLEU next to the paper's figures. From the repo root:
 #   CONTEXT=acvi bash recipes/mt_wmt16_en_ro.sh [extra fairseq-train args]
-# Options (env vars):
-#   CONTEXT=acvi        none | soft | acvi | structured | variational | ved
-#   SRC=en TGT=ro       direction (or SRC=ro TGT=en)
-#   SMOKE=0             1: smoke data (newsdev2016 split 3 ways; NOT the paper's setting)
-#   DATA_BIN            default data-bin/wmt16_en_ro_${SRC}_${TGT}[_smoke]; built by data_scripts/ if missing
-#   WMT_DIR, VOCAB_SIZE passed to the data script
-#   SAVE_DIR            default checkpoints/mt_wmt16_en_ro_${SRC}_${TGT}_${CONTEXT}[_smoke]
-#   MAX_EPOCH=12 LR=1.0 ANNEAL_FROM=8 (SGD, lr halved every epoch from this one on) BATCH_SIZE=128 CLIP_NORM=5
-#   SEED=1  TRAIN=1 (0: skip training, evaluate SAVE_DIR/checkpoint_best.pt)
-#   BEAM=10  MC_SAMPLES (unset: the model's default K=10; 0 = deterministic mean)  GEN_BATCH=64
-#   GEN_ARGS            extra fairseq-generate args
-#   USER_DIR=fairseq_acvi  PYTHON=python
+# Every variable and the smoke data: docs/recipes/mt_paper_lstm.md
 set -euo pipefail
 
 MT_NAME=wmt16_en_ro
 MT_DEFAULT_TGT=ro
 MT_PREPARE=data_scripts/prepare_wmt16_en_ro.sh
-MT_ARCH=acvi_lstm_wmt_en_ro
+MT_ARCH=acvi_lstm
 MT_REMOVE_BPE=sentencepiece
 MT_SCORE_ARGS=(--detok-only)
 MT_SMOKE_NOTE="1,599 newsdev2016 pairs for training"

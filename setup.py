@@ -37,6 +37,7 @@ setup(
         "console_scripts": [
             f"fairseq-acvi-{name.replace('_', '-')} = fairseq_acvi.cli:run_{name}"
             for name in ("babi_report", "calibration", "eval_captioning", "eval_summarization",
-                         "generate", "guess_number", "lead_baseline", "mt_report", "summ_report")],
+                         "generate", "guess_number", "lead_baseline", "mt_report", "summ_report",
+                         "attention_pictures")],
     },
 )

@@ -7,7 +7,8 @@ import sys
 #: module name -> its entry function; the console command is fairseq-acvi-<name with - for _>
 COMMANDS = {"babi_report": "main", "calibration": "main", "eval_captioning": "main",
             "eval_summarization": "main", "generate": "cli_main", "guess_number": "main",
-            "lead_baseline": "main", "mt_report": "main", "summ_report": "main"}
+            "lead_baseline": "main", "mt_report": "main", "summ_report": "main",
+            "attention_pictures": "main"}
 
 
 def console_scripts():

@@ -18,8 +18,11 @@ After the loop, for all steps at once (one batched matmul, samples folded into t
 
 The decoder returns ``(lprobs, extra)``: ``lprobs`` (B, T, V) float32 *log-probabilities*
 (already normalised and MC-averaged; ``get_normalized_probs`` only exponentiates), and
-``extra = {"attn": [(B, T, N)], "losses": {name: (sum, weight or None)}}``. A weight of None
-means the criterion chooses it (the coverage loss, ``--coverage-weight``).
+``extra = {"attn": [(B, T, N)], "losses": {name: (sum, weight or None)}, "token_terms":
+{name: (B, T)}}``. A weight of None means the criterion chooses it (the coverage loss,
+``--coverage-weight``); ``token_terms`` are the context inference's per-step terms before they are
+summed (unweighted, padding steps included; e.g. ACVI's ``kl``, planning attention's ``replan``
+switch g_t), for diagnostics and pictures.
 
 Predictive uncertainty (docs/uncertainty.md; off unless ``record_uncertainty`` is set, e.g. by
 :func:`fairseq_acvi.generation.uncertainty.enable_uncertainty`): ``extra["uncertainty"]`` (B, T, 3)
@@ -272,7 +275,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if incremental_state is None or t0 == 0:
             for name, val in self.context.sentence_losses(prepared).items():
                 losses[name] = (val.sum(), self.context.loss_weight(name))
-        extra = {"attn": [out.attn], "losses": losses}
+        extra = {"attn": [out.attn], "losses": losses, "token_terms": out.losses}
         if target_lprobs is not None:
             extra["target_lprobs"] = target_lprobs
         if stats is not None:

@@ -77,10 +77,6 @@ def batch(d, B, N, seed, S=None):
     return src, torch.full((B,), S), prev, tgt
 
 
-
-
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5)

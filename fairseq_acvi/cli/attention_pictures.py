@@ -135,9 +135,7 @@ def draw(record: Dict, path: str, title: str) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from fairseq import checkpoint_utils
-
-    import fairseq_acvi  # noqa: F401  (registers the plugin)
+    from fairseq import checkpoint_utils  # the plugin is registered: this module is in its package
 
     if not os.path.isfile(args.path):
         raise SystemExit(f"--path: no checkpoint {args.path}")

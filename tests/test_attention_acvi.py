@@ -1,11 +1,10 @@
 """Scorers (docs/method.md §1) and the soft / ACVI context inference (§2.1-2.2)."""
 import argparse
-import math
 
 import pytest
 import torch
 
-from fairseq_acvi.modules.context import CONTEXT_REGISTRY, build_context
+from fairseq_acvi.modules.context import CONTEXT_REGISTRY, StepOutput, build_context, stack_steps
 from fairseq_acvi.modules.context.acvi import gaussian_kl_to_standard
 from fairseq_acvi.modules.context_decoder import combine_samples
 from fairseq_acvi.modules.scorers import SCORERS, build_scorer, masked_softmax
@@ -17,6 +16,15 @@ def _memory(B=3, N=7, d=8, seed=0):
     lengths = torch.tensor([N, N - 2, 1])[:B]
     pad = torch.arange(N)[None, :] >= lengths[:, None]
     return h, pad
+
+
+def _one_step(ctx, scores, query, mem, prep):
+    """One decoder step as the decoder runs it (``step``, then ``finish`` on the one-step stack),
+    returned without the T dim."""
+    out = ctx.finish(stack_steps([ctx.step(scores, query, mem, prep, 0)]), prep)
+    sq = lambda x: None if x is None else x.squeeze(1)  # noqa: E731
+    return StepOutput(mean=sq(out.mean), attn=sq(out.attn), samples=sq(out.samples),
+                      losses={k: sq(v) for k, v in out.losses.items()})
 
 
 @pytest.mark.parametrize("name", SCORERS)
@@ -93,7 +101,7 @@ def test_acvi_moments_and_sampling_distribution():
     mem = scorer.prepare(h, pad)
     scores = scorer(torch.randn(3, 5), mem)
     prep = ctx.prepare(mem, h[:, 0])
-    out = ctx.step(scores, None, mem, prep, 0)
+    out = _one_step(ctx, scores, None, mem, prep)
     a = masked_softmax(scores)
     m = torch.einsum("bn,bnd->bd", a, h)
     v = torch.einsum("bn,bnd->bd", a ** 2, prep["acvi_var"])
@@ -103,6 +111,32 @@ def test_acvi_moments_and_sampling_distribution():
     torch.testing.assert_close(out.samples.var(1), v, atol=0.05, rtol=0.1)
     torch.testing.assert_close(out.losses["kl"], gaussian_kl_to_standard(m, v))
     assert torch.all(out.attn[pad] == 0)
+
+
+def test_acvi_finish_forms_every_steps_variance_kl_and_samples_at_once():
+    """The decoder loop asks ``step`` only for a_t and m_t; ``finish`` on the stacked steps gives
+    each step's v_t = Σ a² σ², its KL and K samples, as if computed step by step (D 84-88)."""
+    torch.manual_seed(0)
+    h, pad = _memory()
+    scorer = build_scorer("multiplicative", 5, 8, 0)
+    mem = scorer.prepare(h, pad)
+    T, K = 4, 3000
+    for training in (True, False):
+        ctx = _acvi(mc_samples=K, acvi_logvar_init=-1.0).train(training)
+        prep = ctx.prepare(mem, h[:, 0])
+        queries = torch.randn(T, 3, 5)
+        steps = [ctx.step(scorer(queries[t], mem), None, mem, prep, t) for t in range(T)]
+        assert all(s.samples is None and not s.losses for s in steps)   # nothing but a_t, m_t
+        out = ctx.finish(stack_steps(steps), prep)
+        a = torch.stack([masked_softmax(scorer(queries[t], mem)) for t in range(T)], 1)
+        m = torch.einsum("btn,bnd->btd", a, h)
+        v = torch.einsum("btn,bnd->btd", a ** 2, prep["acvi_var"])
+        torch.testing.assert_close(out.mean, m)
+        torch.testing.assert_close(out.losses["kl"], gaussian_kl_to_standard(m, v))
+        assert out.samples.shape == (3, T, 1 if training else K, 8)
+        if not training:
+            torch.testing.assert_close(out.samples.mean(2), m, atol=0.1, rtol=0)
+            torch.testing.assert_close(out.samples.var(2), v, atol=0.05, rtol=0.1)
 
 
 def test_acvi_equals_soft_attention_when_sigma_to_zero():
@@ -116,13 +150,13 @@ def test_acvi_equals_soft_attention_when_sigma_to_zero():
     scorer = build_scorer("multiplicative", 5, 8, 0)
     mem = scorer.prepare(h, pad)
     scores = scorer(torch.randn(3, 5), mem)
-    ref = soft.step(scores, None, mem, {}, 0).mean
+    ref = _one_step(soft, scores, None, mem, {}).mean
     for mode in (acvi.train(), acvi.eval()):
-        out = mode.step(scores, None, mem, mode.prepare(mem, h[:, 0]), 0)
+        out = _one_step(mode, scores, None, mem, mode.prepare(mem, h[:, 0]))
         torch.testing.assert_close(out.samples, ref[:, None].expand_as(out.samples),
                                    atol=1e-3, rtol=0)
     zero = _acvi(mc_samples=0).eval()
-    out = zero.step(scores, None, mem, zero.prepare(mem, h[:, 0]), 0)
+    out = _one_step(zero, scores, None, mem, zero.prepare(mem, h[:, 0]))
     assert out.samples is None
     torch.testing.assert_close(out.mean, ref)
 
@@ -134,7 +168,7 @@ def test_acvi_gradients_and_kl_warmup():
     acvi = _acvi(acvi_kl_warmup_updates=100, acvi_beta=0.5, acvi_mean="mlp", acvi_logvar_layers=2)
     scorer = build_scorer("additive", 5, 8, 6)
     mem = scorer.prepare(h, pad)
-    out = acvi.train().step(scorer(torch.randn(3, 5), mem), None, mem, acvi.prepare(mem, h[:, 0]), 0)
+    out = _one_step(acvi.train(), scorer(torch.randn(3, 5), mem), None, mem, acvi.prepare(mem, h[:, 0]))
     (out.samples.sum() + out.losses["kl"].sum()).backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in acvi.parameters())
     assert h.grad[~pad].abs().sum() > 0 and torch.all(h.grad[pad] == 0)
@@ -191,7 +225,7 @@ def test_acvi_gumbel_sampler_is_a_mixture_member():
         acvi.logvar_net[-1].weight.zero_()
     scorer = build_scorer("multiplicative", 5, 8, 0)
     mem = scorer.prepare(h, pad)
-    out = acvi.step(scorer(torch.randn(3, 5), mem), None, mem, acvi.prepare(mem, h[:, 0]), 0)
+    out = _one_step(acvi, scorer(torch.randn(3, 5), mem), None, mem, acvi.prepare(mem, h[:, 0]))
     # with τ → 0 and σ → 0 a sample is (almost) one of the real, non-padded h_i
     d = (out.samples[:, 0, None, :] - h).norm(dim=-1).masked_fill(pad, float("inf"))
     assert torch.all(d.min(-1).values < 0.05)
@@ -244,7 +278,7 @@ def test_acvi_logs_kl_parts_and_free_bits_floor_the_objective():
         ctx = _acvi(acvi_free_bits=fb, acvi_logvar_init=0.0)
         ctx.train()
         mem = build_scorer("multiplicative", 5, 8, 0).prepare(h, pad)
-        out = ctx.step(scores, torch.randn(3, 5), mem, ctx.prepare(mem, None), 0)
+        out = _one_step(ctx, scores, torch.randn(3, 5), mem, ctx.prepare(mem, None))
         outs[fb] = out
         parts = out.losses["kl_mean_part"] + out.losses["kl_var_part"]
         attn = masked_softmax(scores)
@@ -262,7 +296,7 @@ def test_acvi_logs_kl_parts_and_free_bits_floor_the_objective():
     ctx = _acvi(acvi_free_bits=1e6)
     ctx.train()
     mem = build_scorer("multiplicative", 5, 8, 0).prepare(h.requires_grad_(), pad)
-    out = ctx.step(scores, torch.randn(3, 5), mem, ctx.prepare(mem, None), 0)
+    out = _one_step(ctx, scores, torch.randn(3, 5), mem, ctx.prepare(mem, None))
     out.losses["kl"].sum().backward()
     assert h.grad is None or torch.all(h.grad == 0)
     with pytest.raises(ValueError, match="free-bits"):

@@ -46,15 +46,20 @@ def train_reversal(model, d, rng, updates, batch_size, *batch_args, lr=0.01, cli
         opt.step()
 
 
-@pytest.mark.parametrize("variant,beta", [("soft", None), ("acvi", 1e-3)])
-def test_attention_model_learns_reversal(variant, beta):
+# ACVI also gets the KL delay of the real-data recipes (docs/acvi_kl_notes.md §5): without it Adam
+# lifts σ² toward 1 before the decoder relies on the context, and whether the model still learns
+# depends on the random stream (measured 2026-11-26, seeds 0-8: 4 of 9 below 95 % without the delay,
+# 13/200 at worst; with 150 updates of delay 9 of 9 at ≥ 192/200).
+@pytest.mark.parametrize("variant,options", [("soft", {}),
+                                             ("acvi", {"acvi_beta": 1e-3,
+                                                       "acvi_kl_delay_updates": 150})])
+def test_attention_model_learns_reversal(variant, options):
     torch.manual_seed(0)
     rng = random.Random(0)
     d = _dictionary(10)
     model, _ = build_model(variant, d, encoder_hidden_size=32, decoder_hidden_size=64,
                            encoder_embed_dim=32, decoder_embed_dim=32, attention_dim=32,
-                           encoder_layers=1, decoder_layers=1, mc_samples=0,
-                           **({"acvi_beta": beta} if beta else {}))
+                           encoder_layers=1, decoder_layers=1, mc_samples=0, **options)
     train_reversal(model, d, rng, updates=700, batch_size=64)
 
     model.eval()

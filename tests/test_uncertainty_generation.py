@@ -25,13 +25,13 @@ NOISE = torch.randn(64, 64, generator=torch.Generator().manual_seed(7))
 
 
 def fix_noise(monkeypatch, table):
-    """ACVI's ε (B, K, d) becomes ``table[:K, :d]`` for every row and step."""
+    """ACVI's ε (B, T, K, d) becomes ``table[:K, :d]`` for every row and step."""
     real = torch.randn
 
     def randn(*shape, **kwargs):
-        if len(shape) == 3 and kwargs.keys() <= {"device", "dtype"}:
-            B, K, d = shape
-            return table[:K, :d].expand(B, K, d).clone()
+        if len(shape) == 4 and kwargs.keys() <= {"device", "dtype"}:
+            K, d = shape[-2:]
+            return table[:K, :d].expand(*shape).clone()
         return real(*shape, **kwargs)
 
     monkeypatch.setattr(acvi_module.torch, "randn", randn)

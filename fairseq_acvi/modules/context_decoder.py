@@ -8,6 +8,9 @@ One decoder step (Luong et al. 2015 with input feeding, P 4, P 10):
     out_t = context_inference.step(e_t, s_t, ...)      mean m_t, samples c_t^(1..S), attn a_t
     f_t   = tanh(W_c [s_t ; m_t])                      recurrent path uses the mean (§2.2)
 
+then ``out = context_inference.finish(stack(out_1..T))`` completes, for all steps at once, what the
+recurrence does not read (ACVI's variance, KL and samples).
+
 A ``stateful`` context inference (planning attention, §3.4) also gets its recurrent state r_{t-1}
 and returns r_t; the state lives in the incremental state beside the LSTM state (keys
 ``state_<name>``, batch-first) and is reordered with the beam like it.
@@ -253,7 +256,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         stats = {} if self.record_uncertainty and not score_target else None
 
         s = torch.stack(s_all, dim=1)                                  # (B, T, H)
-        out = stack_steps(steps)                                       # fields (B, T, ...)
+        out = self.context.finish(stack_steps(steps), prepared)       # fields (B, T, ...)
+        if self.context_ablation == "zero":                            # samples made by finish
+            out = out.zeroed()
         feeds = torch.stack(feeds, dim=1)                              # (B, T, out_dim)
         if score_target:
             lprobs, target_lprobs = None, self._predict_target(s, feeds, out, x, cache, target)

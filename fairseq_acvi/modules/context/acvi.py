@@ -13,7 +13,9 @@ Diagnostics (weight 0, logged per target token by the ``elbo`` criterion): the K
 ``kl_mean_part`` = ½ ‖m_t‖² and ``kl_var_part`` = ½ Σ_d (v_td − 1 − log v_td) (they sum to the
 true KL_t), ``ctx_norm2`` = ‖m_t‖² and ``ctx_var`` = mean_d v_td (the context's posterior variance).
 Evaluation averages the predictive distribution over K = ``--mc-samples`` samples (D 88) drawn in
-one batched call; K = 0 uses m_t. The recurrent path always uses m_t (beams never fork per sample).
+one batched call; K = 0 uses m_t. The recurrent path always uses m_t (beams never fork per sample),
+so a decoder step computes only a_t and m_t; v_t, the KL and the samples are formed for all steps
+at once after the loop (:meth:`ACVIContext.finish`).
 """
 import torch
 import torch.nn as nn
@@ -132,14 +134,6 @@ class ACVIContext(ContextInference):
         logvar = self.logvar_net(h).float().clamp(self.logvar_min, self.logvar_max)
         return mu.float(), logvar.exp()
 
-    @staticmethod
-    def context_moments(attn, mu, var):
-        """m = Σ_i a_i μ_i, v = Σ_i a_i² σ_i² (D 86-87), batched over query rows:
-        attn (B, T, N) float32, mu and var (B, N, d) float32 -> m, v (B, T, d) float32."""
-        m = torch.bmm(attn, mu)
-        v = torch.bmm(attn.pow(2), var).clamp_min(1e-12)
-        return m, v
-
     def kl_terms(self, m, v):
         """The loss terms of a context with moments m, v (..., d) float32 (§2.2, corrected D 84):
         name -> (...) float32: ``kl`` (with the free-bits floor when set) and the weight-0
@@ -160,25 +154,36 @@ class ACVIContext(ContextInference):
         return (m.unsqueeze(-2) + v.sqrt().unsqueeze(-2) * eps).to(dtype)
 
     def step(self, scores, query, mem, prepared, t):
+        """The recurrent path's part only: a_t and m_t = Σ_i a_ti μ(h_i). The variance, the KL and
+        the samples, which the recurrence never reads, are formed for all steps in :meth:`finish`."""
         attn = masked_softmax(scores)                                  # (B, N) float32
-        mu, var = prepared["acvi_mu"], prepared["acvi_var"]
-        m, v = self.context_moments(attn.unsqueeze(1), mu, var)        # (B, 1, d) float32
-        m, v = m.squeeze(1), v.squeeze(1)
-        losses = self.kl_terms(m, v)                                   # (B,) each
+        m = torch.bmm(attn.unsqueeze(1), prepared["acvi_mu"]).squeeze(1)   # (B, d) float32
+        aux = {"m": m}
+        if self.training and self.sampler == "gumbel":
+            aux["scores"] = scores
+        return StepOutput(mean=m.to(mem.values.dtype), attn=attn, aux=aux)
+
+    def finish(self, out, prepared):
+        """All T steps at once: v_t = Σ_i a_ti² σ²(h_i) (D 87), the KL terms (B, T) and the
+        samples (B, T, K, d) — one for training, K = ``--mc-samples`` for evaluation, none for K = 0."""
+        mu, var = prepared["acvi_mu"], prepared["acvi_var"]            # (B, N, d) float32
+        m = out.aux["m"]                                               # (B, T, d) float32
+        v = torch.bmm(out.attn.pow(2), var).clamp_min(1e-12)           # (B, T, d) float32
         k = 1 if self.training else self.mc_samples
         if k <= 0:
             samples = None
         elif self.training and self.sampler == "gumbel":
-            samples = self._gumbel_sample(scores, mu, var).unsqueeze(1).to(mem.values.dtype)
+            samples = self._gumbel_sample(out.aux["scores"], mu, var).unsqueeze(2)
         else:
-            samples = self.draw(m, v, k, mem.values.dtype)             # (B, K, d)
-        return StepOutput(mean=m.to(mem.values.dtype), attn=attn, samples=samples, losses=losses)
+            samples = self.draw(m, v, k, out.mean.dtype)               # (B, T, K, d)
+        return StepOutput(mean=out.mean, attn=out.attn, samples=samples,
+                          losses=self.kl_terms(m, v), state=out.state)
 
     def _gumbel_sample(self, scores, mu, var):
-        """Relaxed mixture sample: z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε."""
+        """Relaxed mixture sample (P 23): z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε.
+        scores (B, T, N) (−inf at padding), mu and var (B, N, d) float32 -> (B, T, d) float32."""
         z = F.gumbel_softmax(torch.log_softmax(scores.float(), -1), tau=self.gumbel_tau, dim=-1)
-        m = z.unsqueeze(1).bmm(mu).squeeze(1)
-        v = z.unsqueeze(1).bmm(var).squeeze(1)
+        m, v = torch.bmm(z, mu), torch.bmm(z, var)
         return m + v.sqrt() * torch.randn_like(m)
 
     def loss_weight(self, name):

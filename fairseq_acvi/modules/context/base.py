@@ -12,9 +12,12 @@ Every seq2seq decoder of the package calls one :class:`ContextInference` in the 
         #       ctx.step(e_t, s_t, mem, prepared, t, state=state); state = out_t.state  (stateful)
         feed  = tanh(W_c [s_t; out_t.mean])                           # recurrent path uses the mean
     # after the loop, batched over all steps:
+    out    = ctx.finish(stack_steps(steps), prepared)                # StepOutput, fields (B, T, ...)
     lprobs = combine(out.log_weights, log_softmax(output_layer(s, out.samples)))   # (B, T, V)
     losses = ctx.sequence_losses(out, log_prob_fn, target, prepared)  # target-dependent terms
 
+``finish`` lets a variant do, once over all T steps, the work that the recurrence does not
+need (ACVI: its posterior variance, the KL and the samples), instead of T small calls.
 A variant therefore only decides *what the context is* (a point, K Monte-Carlo samples with
 weights, or a full enumeration) and which extra loss terms it adds; it never sees the output layer,
 the criterion or the beam search. Loss terms are unweighted per-example sums; the module's
@@ -195,6 +198,13 @@ class ContextInference(nn.Module):
         of :meth:`init_state` or of the previous step's :attr:`StepOutput.state`) and return
         the next state in :attr:`StepOutput.state`."""
         raise NotImplementedError
+
+    # -- once per batch, after the loop --------------------------------------------------------
+    def finish(self, out: StepOutput, prepared: Dict[str, Tensor]) -> StepOutput:
+        """The stacked steps (fields (B, T, ...), :func:`stack_steps`) -> the same with whatever
+        the recurrent path does not need completed for all steps at once (samples, loss terms).
+        Called once per forward, also when decoding incrementally (T = 1). Default: unchanged."""
+        return out
 
     # -- once per batch, after the output layer --------------------------------------------------
     def sequence_losses(self, out: StepOutput, log_prob_fn: Callable[[Tensor], Tensor],

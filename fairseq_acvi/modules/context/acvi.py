@@ -173,7 +173,7 @@ class ACVIContext(ContextInference):
         if k <= 0:
             samples = None
         elif self.training and self.sampler == "gumbel":
-            samples = self._gumbel_sample(out.aux["scores"], mu, var).unsqueeze(2)
+            samples = self._gumbel_sample(out.aux["scores"], mu, var).unsqueeze(2).to(out.mean.dtype)
         else:
             samples = self.draw(m, v, k, out.mean.dtype)               # (B, T, K, d)
         return StepOutput(mean=out.mean, attn=out.attn, samples=samples,

@@ -1,5 +1,6 @@
 """Scorers (docs/method.md §1) and the soft / ACVI context inference (§2.1-2.2)."""
 import argparse
+import math
 
 import pytest
 import torch
@@ -301,3 +302,25 @@ def test_acvi_logs_kl_parts_and_free_bits_floor_the_objective():
     assert h.grad is None or torch.all(h.grad == 0)
     with pytest.raises(ValueError, match="free-bits"):
         _acvi(acvi_free_bits=-1.0)
+
+
+def test_acvi_logvar_bound_caps_sigma_smoothly():
+    """``--acvi-logvar-bound X``: log σ² = X − softplus(X − raw) < X, ≈ raw well below X, and the
+    log σ² network keeps a gradient above the bound (a hard clamp would give it none)."""
+    h, pad = _memory()
+    for bound in (None, -3.0):
+        ctx = _acvi(acvi_logvar_bound=bound, acvi_logvar_init=5.0)
+        mu, var = ctx.value_moments(h)
+        if bound is None:
+            torch.testing.assert_close(var.log().mean(), torch.tensor(5.0), atol=0.5, rtol=0)
+            continue
+        assert torch.all(var < math.exp(bound))
+        assert torch.all(var > 0.95 * math.exp(bound))        # raw ≈ 5 is far above the bound
+        var.log().sum().backward()
+        assert ctx.logvar_net[-1].bias.grad.abs().min() > 0
+    low = _acvi(acvi_logvar_bound=-3.0, acvi_logvar_init=-12.0)
+    torch.testing.assert_close(low.value_moments(h)[1].log().mean(), torch.tensor(-12.0),
+                               atol=0.5, rtol=0)                # far below: unchanged
+    for bad in (-20.0, 11.0):
+        with pytest.raises(ValueError, match="--acvi-logvar-bound"):
+            _acvi(acvi_logvar_bound=bad)

@@ -55,6 +55,7 @@ DIAGNOSTICS = ("kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var")
 @register_context("acvi")
 class ACVIContext(ContextInference):
     DEFAULTS = dict(acvi_mean="identity", acvi_logvar_layers=1, acvi_logvar_init=-6.0,
+                    acvi_logvar_bound=None,
                     acvi_sampler="gaussian", acvi_gumbel_temperature=0.5, acvi_beta=1.0,
                     acvi_free_bits=0.0, acvi_kl_warmup_updates=0, acvi_kl_cycle_updates=0,
                     acvi_kl_delay_updates=0)
@@ -70,6 +71,11 @@ class ACVIContext(ContextInference):
         self.logvar_init = self.option(args, "acvi_logvar_init")
         self.reset_method_parameters()
         self.logvar_min, self.logvar_max = -20.0, 10.0
+        #: smooth upper bound X on log σ² (``--acvi-logvar-bound``): X − softplus(X − raw), or None
+        self.logvar_bound = self.option(args, "acvi_logvar_bound")
+        if self.logvar_bound is not None and not self.logvar_min < self.logvar_bound <= self.logvar_max:
+            raise ValueError(f"--acvi-logvar-bound must lie in ({self.logvar_min}, {self.logvar_max}], "
+                             f"got {self.logvar_bound}")
         self.sampler = self.option(args, "acvi_sampler")
         self.gumbel_tau = self.option(args, "acvi_gumbel_temperature")
         self.beta = self.option(args, "acvi_beta")
@@ -100,6 +106,10 @@ class ACVIContext(ContextInference):
         parser.add_argument("--acvi-logvar-init", type=float, metavar="X",
                             help="initial bias of the log σ² output layer (default -6: starts "
                                  "near soft attention)")
+        parser.add_argument("--acvi-logvar-bound", type=float, metavar="X",
+                            help="smooth upper bound on log σ²: X − softplus(X − raw), so that "
+                                 "every component's σ² stays below e^X and keeps a gradient "
+                                 "(default: none, only the clamp to [-20, 10])")
         parser.add_argument("--acvi-sampler", choices=["gaussian", "gumbel"],
                             help="training sample: moment-matched Gaussian with one ε per step "
                                  "(default) or Gumbel-softmax mixture sampling (P 23)")
@@ -129,9 +139,13 @@ class ACVIContext(ContextInference):
     # -- the maths, shared with the transformer's per-head adapter (modules/transformer_context.py)
     def value_moments(self, h):
         """Component means and variances (P 17-18; §2.2): h (..., N, d) -> μ(h), σ²(h), each
-        (..., N, d) float32 (log σ² clamped to [logvar_min, logvar_max])."""
+        (..., N, d) float32 (log σ² under the smooth ``--acvi-logvar-bound`` when set, then clamped
+        to [logvar_min, logvar_max])."""
         mu = self.mean_net(h) if self.mean_net is not None else h
-        logvar = self.logvar_net(h).float().clamp(self.logvar_min, self.logvar_max)
+        logvar = self.logvar_net(h).float()
+        if self.logvar_bound is not None:
+            logvar = self.logvar_bound - F.softplus(self.logvar_bound - logvar)
+        logvar = logvar.clamp(self.logvar_min, self.logvar_max)
         return mu.float(), logvar.exp()
 
     def kl_terms(self, m, v):

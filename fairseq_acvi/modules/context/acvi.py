@@ -17,6 +17,8 @@ one batched call; K = 0 uses m_t. The recurrent path always uses m_t (beams neve
 so a decoder step computes only a_t and m_t; v_t, the KL and the samples are formed for all steps
 at once after the loop (:meth:`ACVIContext.finish`).
 """
+from dataclasses import replace
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -190,8 +192,7 @@ class ACVIContext(ContextInference):
             samples = self._gumbel_sample(out.aux["scores"], mu, var).unsqueeze(2).to(out.mean.dtype)
         else:
             samples = self.draw(m, v, k, out.mean.dtype)               # (B, T, K, d)
-        return StepOutput(mean=out.mean, attn=out.attn, samples=samples,
-                          losses=self.kl_terms(m, v), state=out.state)
+        return replace(out, samples=samples, losses=self.kl_terms(m, v))
 
     def _gumbel_sample(self, scores, mu, var):
         """Relaxed mixture sample (P 23): z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε.

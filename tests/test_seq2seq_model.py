@@ -126,6 +126,30 @@ def test_mc_averaging_is_batched_and_k_changes_prediction():
     assert torch.isfinite(mc).all()
 
 
+def test_acvi_train_samples_zero_is_the_deterministic_control():
+    """``--acvi-train-samples 0`` trains on the mean context m_t: the training forward is then
+    deterministic and equals evaluation at K = 0, with the KL still returned; 1 (the method) draws
+    a fresh sample each pass. Any other value is refused by name."""
+    torch.manual_seed(0)
+    model, d = build_model("acvi", mc_samples=0, acvi_logvar_init=0.0)
+    src, lengths, prev = _batch(d)
+    model.eval()
+    with torch.no_grad():
+        ref, _ = model(src, lengths, prev)
+    model.train()
+    with torch.no_grad():
+        noisy = [model(src, lengths, prev)[0] for _ in range(2)]
+        assert not torch.allclose(noisy[0], noisy[1])          # σ² ≈ 1: one sample per pass
+        model.decoder.context.train_samples = 0
+        runs = [model(src, lengths, prev) for _ in range(2)]
+    torch.testing.assert_close(runs[0][0], runs[1][0])
+    torch.testing.assert_close(runs[0][0], ref)
+    kl = runs[0][1]["losses"]["kl"][0]
+    assert torch.isfinite(kl) and kl > 0
+    with pytest.raises(ValueError, match="--acvi-train-samples"):
+        build_model("acvi", acvi_train_samples=2)
+
+
 def test_none_is_the_same_decoder_with_an_empty_context():
     """--context-inference none (modules/context/none.py): no scorer parameters, no attention
     weights, a 0-d context; the output depends on the source only through the encoder's final

@@ -15,7 +15,8 @@ true KL_t), ``ctx_norm2`` = ‖m_t‖² and ``ctx_var`` = mean_d v_td (the conte
 Evaluation averages the predictive distribution over K = ``--mc-samples`` samples (D 88) drawn in
 one batched call; K = 0 uses m_t. The recurrent path always uses m_t (beams never fork per sample),
 so a decoder step computes only a_t and m_t; v_t, the KL and the samples are formed for all steps
-at once after the loop (:meth:`ACVIContext.finish`).
+at once after the loop (:meth:`ACVIContext.finish`). ``--acvi-train-samples 0`` trains on m_t instead
+of a sample: the deterministic control (the same networks without the latent noise).
 """
 from dataclasses import replace
 
@@ -60,7 +61,7 @@ class ACVIContext(ContextInference):
                     acvi_logvar_bound=None,
                     acvi_sampler="gaussian", acvi_gumbel_temperature=0.5, acvi_beta=1.0,
                     acvi_free_bits=0.0, acvi_kl_warmup_updates=0, acvi_kl_cycle_updates=0,
-                    acvi_kl_delay_updates=0)
+                    acvi_kl_delay_updates=0, acvi_train_samples=1)
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
@@ -79,6 +80,10 @@ class ACVIContext(ContextInference):
             raise ValueError(f"--acvi-logvar-bound must lie in ({self.logvar_min}, {self.logvar_max}], "
                              f"got {self.logvar_bound}")
         self.sampler = self.option(args, "acvi_sampler")
+        #: samples per step in training: 1 (the method) or 0 (the deterministic control, c_t = m_t)
+        self.train_samples = self.option(args, "acvi_train_samples")
+        if self.train_samples not in (0, 1):
+            raise ValueError(f"--acvi-train-samples must be 0 or 1, got {self.train_samples}")
         self.gumbel_tau = self.option(args, "acvi_gumbel_temperature")
         self.beta = self.option(args, "acvi_beta")
         self.free_bits = self.option(args, "acvi_free_bits")
@@ -116,6 +121,11 @@ class ACVIContext(ContextInference):
                             help="training sample: moment-matched Gaussian with one ε per step "
                                  "(default) or Gumbel-softmax mixture sampling (P 23)")
         parser.add_argument("--acvi-gumbel-temperature", type=float, metavar="TAU")
+        parser.add_argument("--acvi-train-samples", type=int, choices=[0, 1], metavar="S",
+                            help="context samples per step in training: 1 (the method, default) "
+                                 "or 0, the deterministic control that trains on the mean m_t — "
+                                 "the same networks (μ, attention) without the latent noise; the "
+                                 "KL is still computed, logged and weighted by β")
         parser.add_argument("--acvi-beta", type=float, metavar="B", help="weight of the KL term")
         parser.add_argument("--acvi-kl-warmup-updates", type=int, metavar="N",
                             help="linear KL warm-up from 0 to β over N updates (0 = off)")
@@ -181,11 +191,12 @@ class ACVIContext(ContextInference):
 
     def finish(self, out, prepared):
         """All T steps at once: v_t = Σ_i a_ti² σ²(h_i) (D 87), the KL terms (B, T) and the
-        samples (B, T, K, d) — one for training, K = ``--mc-samples`` for evaluation, none for K = 0."""
+        samples (B, T, K, d) — ``--acvi-train-samples`` (1, or 0 for the deterministic control) for
+        training, K = ``--mc-samples`` for evaluation; none (the mean m_t) when that number is 0."""
         mu, var = prepared["acvi_mu"], prepared["acvi_var"]            # (B, N, d) float32
         m = out.aux["m"]                                               # (B, T, d) float32
         v = torch.bmm(out.attn.pow(2), var).clamp_min(1e-12)           # (B, T, d) float32
-        k = 1 if self.training else self.mc_samples
+        k = self.train_samples if self.training else self.mc_samples
         if k <= 0:
             samples = None
         elif self.training and self.sampler == "gumbel":

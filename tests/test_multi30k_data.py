@@ -343,6 +343,20 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
     assert (ablate["base"], ablate["mc_samples"]) == ("valid_K0", 0)
     meta = json.loads((run / "run.json").read_text())
     assert (meta["context"], meta["tag"], meta["seed"], meta["max_epoch"]) == ("acvi", "tiny", 1, 1)
+    # SKIP_DONE=1 resumes an evaluation cut short: what exists after the checkpoint is kept, the
+    # missing decode is made; a newer checkpoint makes its evaluations stale again
+    kept = {n: (run / f"bleu_{n}.json").stat().st_mtime_ns for n in ("valid", "test2016")}
+    (run / "bleu_test2017.json").unlink()
+    res = _recipe(fake_bin, runs, CONTEXT="acvi", TAG="tiny", TRAIN=0, SKIP_DONE=1)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads((run / "bleu_test2017.json").read_text())["n"] == N_OTHER
+    assert {n: (run / f"bleu_{n}.json").stat().st_mtime_ns for n in kept} == kept
+    assert "kept (SKIP_DONE=1)" in res.stdout and "bleu_test2017.json" not in res.stdout
+    (run / "checkpoint_best.pt").touch()
+    res = _recipe(fake_bin, runs, CONTEXT="acvi", TAG="tiny", TRAIN=0, SKIP_DONE=1, EVAL_SPLITS="valid",
+                  ABLATE=0)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert (run / "bleu_valid.json").stat().st_mtime_ns > kept["valid"]
     # fairseq's own LSTM through the same recipe (valid only), then the report over both runs
     res = _recipe(fake_bin, runs, CONTEXT="lstm", MAX_EPOCH=1, EVAL_SPLITS="valid")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -19,6 +19,8 @@ def make_run(root, variant, seed, valid_nll, bleu, kl=None, sweep=None, ablate=N
                                               "seed": seed, "date": "2026-11-25",
                                               "extra_train_args": ""}))
     log = ["noise that is not a record\n",
+           "2026-11-25 10:00:00 | INFO | fairseq_cli.train | num. shared model params: 7,978,931 "
+           "(num. trained: 7,978,931)\n",
            _record("train_inner", {"epoch": 1, "loss": "9.0"})]   # not a per-epoch record
     for ep, nll in enumerate(valid_nll, start=1):
         v = {"epoch": ep, "valid_loss": str(nll + 0.5), "valid_nll_loss": str(nll)}
@@ -92,6 +94,7 @@ def test_read_run_best_epoch_bleu_source_use_and_sweep(fake_runs):
     assert run["end"] == {"kl": 6.0, "kl_true": 6.0, "kl_mean_part": 2.0, "kl_var_part": 4.0, "ctx_norm2": 4.0,
                           "ctx_var": 0.01}
     assert run["train_wps"] == pytest.approx(1150.0)            # median of 1100, 1200
+    assert run["parameters"] == 7978931                          # fairseq-train's start-up line
     assert run["source_use"]["zero"]["bleu_drop"] == pytest.approx(0.5)    # 19.5 (K = 0) - 19
     assert run["source_use"]["zero"]["ppl_ratio"] == pytest.approx(1.0)
     assert run["source_use"]["shuffle"] == {"bleu": 18.5, "bleu_drop": pytest.approx(1.0)}
@@ -144,6 +147,7 @@ def test_cli_writes_report_json_and_charts_and_compares(fake_runs, tmp_path, cap
     md = (out / "report.md").read_text()
     assert "| soft | 2 | 8.00 ± 0.00 | 31.00 ± 0.00 | 31.00 ± 1.41 | 26.00 ± 1.41 |" in md
     assert "| acvi-beta0.1 | 1 | 16.00 |" in md
+    assert "| acvi-beta0.1 | 1 | 7,978,931 | 2 / 2 | 16.00 | 21.00 | 18.00 |" in md   # the runs table
     assert "| acvi-beta0.1 | 6.00 | 6.00 | 2.00 | 4.00 | 4.00 | 0.0100 |" in md
     assert "nrefs:1|case:mixed" in md
     data = json.loads((out / "results.json").read_text())

@@ -13,7 +13,7 @@ It reads only what the stock CLIs and the recipe leave in each run folder (any f
 Per run: the best epoch (lowest validation likelihood loss; ``nll_loss``, or ``loss`` for
 fairseq's ``cross_entropy``, which logs no separate likelihood), its validation perplexity 2^nll,
 the KL parts, ‖m_t‖² and mean σ² the ``elbo`` criterion logged for that epoch (ACVI; per target
-token, nats), training words/s (median over epochs) and wall time, BLEU per decoded split
+token, nats), the parameter count fairseq-train logs, training words/s (median over epochs) and wall time, BLEU per decoded split
 (tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU ``bleu_detok``), the Monte-Carlo
 sweep (``<split>_K<k>``) and source use (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood
 lost when the context is replaced, against the decode ``ablate.json`` names: for ACVI the mean
@@ -84,6 +84,21 @@ def parse_train_log(path: str) -> Dict[str, Dict[int, dict]]:
     return out
 
 
+_PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
+
+
+def model_parameters(path: str) -> Optional[int]:
+    """The model's parameter count as ``fairseq-train`` logs it at start ("num. shared model params:
+    9,029,555 (num. trained: …)"); the last such line of a resumed run's log; None if absent."""
+    found = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = _PARAMS.search(line)
+            if m:
+                found = int(m.group(1).replace(",", ""))
+    return found
+
+
 def parse_validate_log(path: str) -> Optional[dict]:
     """The (last) validation record of a ``fairseq-validate --log-format json`` log, or None."""
     rec = None
@@ -142,6 +157,7 @@ def read_run(run_dir: str) -> dict:
     log_path = os.path.join(run_dir, "train.log")
     if os.path.exists(log_path):
         recs = parse_train_log(log_path)
+        run["parameters"] = model_parameters(log_path)
         for ep in sorted(recs["valid"]):
             v = recs["valid"][ep]
             t = recs["train"].get(ep, {})
@@ -422,14 +438,16 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                       "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
             lines += paired_rows
         lines += ["", "Runs:", "",
-                  "| variant | seed | best epoch / trained | valid ppl | test2016 | test2017 | "
+                  "| variant | seed | parameters | best epoch / trained | valid ppl | test2016 | test2017 | "
                   "wall (s) | device | date | extra train args |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted((r for r in runs if r["pair"] == pair),
                         key=lambda r: (variant_order([r["variant"]])[0], r["variant"], r["seed"])):
             b = r["bleu"]
             lines.append(
-                f"| {r['variant']} | {r['seed']} | {r.get('best_epoch', '–')} / "
+                f"| {r['variant']} | {r['seed']} | "
+                f"{'–' if r.get('parameters') is None else format(r['parameters'], ',')} | "
+                f"{r.get('best_epoch', '–')} / "
                 f"{r.get('epochs_trained', '–')} | {_num(r.get('valid_ppl'))} | "
                 f"{_num(b.get('test2016', {}).get('bleu_tok'))} | "
                 f"{_num(b.get('test2017', {}).get('bleu_tok'))} | "

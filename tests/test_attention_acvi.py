@@ -324,3 +324,23 @@ def test_acvi_logvar_bound_caps_sigma_smoothly():
     for bad in (-20.0, 11.0):
         with pytest.raises(ValueError, match="--acvi-logvar-bound"):
             _acvi(acvi_logvar_bound=bad)
+
+
+def test_acvi_value_norm_puts_the_context_on_the_prior_scale():
+    """``--acvi-value-norm layernorm``: μ and σ² read each annotation normalised over its d dimensions
+    (no parameters), so ‖μ(h_i)‖² = d whatever the encoder's scale; the mean context is Σ a_i LN(h_i)."""
+    h, pad = _memory()
+    h = 0.5 * h + 0.3                                        # an encoder's shifted, smaller annotations
+    ctx = _acvi(acvi_value_norm="layernorm", mc_samples=0).eval()
+    mu, var = ctx.value_moments(h)
+    torch.testing.assert_close(mu.mean(-1), torch.zeros(3, 7), atol=1e-5, rtol=0)
+    torch.testing.assert_close(mu.pow(2).sum(-1), torch.full((3, 7), 8.0), atol=0, rtol=1e-3)   # eps 1e-5
+    plain_mu, plain_var = _acvi(mc_samples=0).value_moments(h)
+    torch.testing.assert_close(plain_mu, h)                  # off by default: μ(h) = h
+    scorer = build_scorer("multiplicative", 5, 8, 0)
+    mem = scorer.prepare(h, pad)
+    scores = scorer(torch.randn(3, 5), mem)
+    out = _one_step(ctx, scores, None, mem, ctx.prepare(mem, None))
+    torch.testing.assert_close(out.mean, torch.einsum("bn,bnd->bd", masked_softmax(scores), mu))
+    with pytest.raises(ValueError, match="--acvi-value-norm"):
+        _acvi(acvi_value_norm="batchnorm")

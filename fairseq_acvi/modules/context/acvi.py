@@ -61,13 +61,17 @@ class ACVIContext(ContextInference):
                     acvi_logvar_bound=None,
                     acvi_sampler="gaussian", acvi_gumbel_temperature=0.5, acvi_beta=1.0,
                     acvi_free_bits=0.0, acvi_kl_warmup_updates=0, acvi_kl_cycle_updates=0,
-                    acvi_kl_delay_updates=0, acvi_train_samples=1)
+                    acvi_kl_delay_updates=0, acvi_train_samples=1, acvi_value_norm="none")
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
         d = value_dim
         depth = self.option(args, "acvi_logvar_layers")
         self.mean_net = mlp(d, d, d, 1) if self.option(args, "acvi_mean") == "mlp" else None
+        #: ``--acvi-value-norm layernorm``: the annotations are normalised (no parameters) before μ and σ²
+        self.value_norm = self.option(args, "acvi_value_norm")
+        if self.value_norm not in ("none", "layernorm"):
+            raise ValueError(f"--acvi-value-norm must be none or layernorm, got {self.value_norm!r}")
         self.logvar_net = mlp(d, d, d, depth)
         # start close to the σ → 0 limit (= soft attention): with σ² ≈ 1 at initialisation the
         # noise drowns the (small) LSTM annotations and the decoder learns to ignore the context
@@ -108,6 +112,11 @@ class ACVIContext(ContextInference):
     def add_args(parser):
         parser.add_argument("--acvi-mean", choices=["identity", "mlp"],
                             help="μ(h): identity (P 17, default) or a 2-layer MLP (D 79)")
+        parser.add_argument("--acvi-value-norm", choices=["none", "layernorm"],
+                            help="normalise each annotation h_i to zero mean and unit variance over its "
+                                 "dimensions (layer norm without parameters) before μ and σ²: the "
+                                 "context's scale then matches the N(0, I) prior's (default none, as "
+                                 "the papers)")
         parser.add_argument("--acvi-logvar-layers", type=int, metavar="L",
                             help="hidden ReLU layers of the log σ² network (P 18: 1, D 80: 2)")
         parser.add_argument("--acvi-logvar-init", type=float, metavar="X",
@@ -152,7 +161,10 @@ class ACVIContext(ContextInference):
     def value_moments(self, h):
         """Component means and variances (P 17-18; §2.2): h (..., N, d) -> μ(h), σ²(h), each
         (..., N, d) float32 (log σ² under the smooth ``--acvi-logvar-bound`` when set, then clamped
-        to [logvar_min, logvar_max])."""
+        to [logvar_min, logvar_max]). Under ``--acvi-value-norm layernorm`` h is first normalised
+        over d, in float32."""
+        if self.value_norm == "layernorm":
+            h = F.layer_norm(h.float(), h.shape[-1:]).to(h.dtype)
         mu = self.mean_net(h) if self.mean_net is not None else h
         logvar = self.logvar_net(h).float()
         if self.logvar_bound is not None:

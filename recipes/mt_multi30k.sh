@@ -46,18 +46,20 @@ else
   STOCHASTIC=0; [[ "$CONTEXT" == "acvi" ]] && STOCHASTIC=1
 fi
 
-done_after_ckpt() {  # SKIP_DONE=1 and FILE exists, newer than the checkpoint: an evaluation already made
-  [[ "$SKIP_DONE" == "1" && -s "$1" && "$1" -nt "$CKPT" ]] && echo "[recipe] kept (SKIP_DONE=1): $1"
+done_after_ckpt() {  # done_after_ckpt FILE PATTERN: SKIP_DONE=1 and FILE, complete (it holds PATTERN),
+  # is newer than the checkpoint: an evaluation already made (a file cut short is made again)
+  [[ "$SKIP_DONE" == "1" && -f "$1" && "$1" -nt "$CKPT" ]] && grep -q -- "$2" "$1" \
+    && echo "[recipe] kept (SKIP_DONE=1): $1"
 }
 decode() {  # decode SPLIT NAME [model overrides]: writes gen_NAME.txt and bleu_NAME.json
-  done_after_ckpt "$RUN/bleu_$2.json" && return 0
+  done_after_ckpt "$RUN/bleu_$2.json" '"bleu_tok"' && return 0
   mt_generate "$1" "$RUN/gen_$2.txt" "${3:-}"
   "$PYTHON" data_scripts/score_mt.py --gen "$RUN/gen_$2.txt" --ref "$DATA_BIN/raw/$1.$TGT" \
     --moses-detok "$TGT" --label "[$PAIR ${CONTEXT}${TAG:+-$TAG} seed $SEED $2] " --json "$RUN/bleu_$2.json"
 }
 validate() {  # validate NAME [model overrides]: validation likelihood into validate_NAME.log
   local name="$1" overrides="${2:-}" extra=()
-  done_after_ckpt "$RUN/validate_$name.log" && return 0
+  done_after_ckpt "$RUN/validate_$name.log" '| valid | {' && return 0
   [[ -n "$overrides" ]] && extra=(--model-overrides "$overrides")
   mt_cpu_flag
   "$PYTHON" -m fairseq_cli.validate "$DATA_BIN" --user-dir "$USER_DIR" --task translation -s "$SRC" -t "$TGT" \

@@ -347,11 +347,13 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
     # missing decode is made; a newer checkpoint makes its evaluations stale again
     kept = {n: (run / f"bleu_{n}.json").stat().st_mtime_ns for n in ("valid", "test2016")}
     (run / "bleu_test2017.json").unlink()
+    (run / "validate_valid.log").write_text("INFO | fairseq_cli.validate | loading\n")   # cut short
     res = _recipe(fake_bin, runs, CONTEXT="acvi", TAG="tiny", TRAIN=0, SKIP_DONE=1)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert json.loads((run / "bleu_test2017.json").read_text())["n"] == N_OTHER
     assert {n: (run / f"bleu_{n}.json").stat().st_mtime_ns for n in kept} == kept
     assert "kept (SKIP_DONE=1)" in res.stdout and "bleu_test2017.json" not in res.stdout
+    assert "| valid | {" in (run / "validate_valid.log").read_text()                   # made again
     (run / "checkpoint_best.pt").touch()
     res = _recipe(fake_bin, runs, CONTEXT="acvi", TAG="tiny", TRAIN=0, SKIP_DONE=1, EVAL_SPLITS="valid",
                   ABLATE=0)

@@ -13,9 +13,9 @@ It reads only what the stock CLIs and the recipe leave in each run folder (any f
 Per run: the best epoch (lowest validation likelihood loss; ``nll_loss``, or ``loss`` for
 fairseq's ``cross_entropy``, which logs no separate likelihood), its validation perplexity 2^nll,
 the KL parts, ‖m_t‖² and mean σ² the ``elbo`` criterion logged for that epoch (ACVI; per target
-token, nats), the parameter count fairseq-train logs, training words/s (median over epochs) and wall time, BLEU per decoded split
-(tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU ``bleu_detok``), the Monte-Carlo
-sweep (``<split>_K<k>``) and source use (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood
+token, nats), the parameter count fairseq-train logs, training words/s (median over epochs) and
+wall time, BLEU per decoded split (tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU
+``bleu_detok``), the Monte-Carlo sweep (``<split>_K<k>``) and source use (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood
 lost when the context is replaced, against the decode ``ablate.json`` names: for ACVI the mean
 context, K = 0).
 

@@ -15,9 +15,9 @@ fairseq's ``cross_entropy``, which logs no separate likelihood), its validation 
 the KL parts, ‖m_t‖² and mean σ² the ``elbo`` criterion logged for that epoch (ACVI; per target
 token, nats), the parameter count fairseq-train logs, training words/s (median over epochs) and
 wall time, BLEU per decoded split (tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU
-``bleu_detok``), the Monte-Carlo sweep (``<split>_K<k>``) and source use (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood
-lost when the context is replaced, against the decode ``ablate.json`` names: for ACVI the mean
-context, K = 0).
+``bleu_detok``), the Monte-Carlo sweep (``<split>_K<k>``) and source use
+(``valid_ablate-<zero|shuffle>``: the BLEU and likelihood lost when the context is replaced,
+against the decode ``ablate.json`` names: for ACVI the mean context, K = 0).
 
 Outputs in ``--out-dir``: ``results.json`` (every run and the per-variant mean ± std over seeds),
 ``report.md`` (the tables), and PNG charts: ``bleu.png`` (test BLEU per variant, error bars = std

@@ -11,8 +11,10 @@ def _record(kind, rec):
     return f"2026-11-25 10:00:00 | INFO | {kind} | {json.dumps(rec)}\n"
 
 
-def make_run(root, variant, seed, valid_nll, bleu, kl=None, sweep=None, ablate=None, tag=""):
-    """One run folder: run.json, a json train.log with one valid/train record per epoch."""
+def make_run(root, variant, seed, valid_nll, bleu, kl=None, sweep=None, ablate=None, tag="",
+             finished=True):
+    """One run folder: run.json, a json train.log with one valid/train record per epoch (and
+    fairseq's closing line when ``finished``)."""
     run = root / "en_de" / f"{variant}{'-' + tag if tag else ''}_seed{seed}"
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"pair": "en_de", "context": variant, "tag": tag,
@@ -31,6 +33,8 @@ def make_run(root, variant, seed, valid_nll, bleu, kl=None, sweep=None, ablate=N
         log.append(_record("valid", v))
         log.append(_record("train", {"epoch": ep, "train_wps": str(1000 + 100 * ep),
                                      "train_wall": str(60 * ep)}))
+    if finished:
+        log.append("2026-11-25 10:09:00 | INFO | fairseq_cli.train | done training in 540.0 seconds\n")
     (run / "train.log").write_text("".join(log))
     for name, b in bleu.items():
         (run / f"bleu_{name}.json").write_text(json.dumps(
@@ -125,6 +129,31 @@ def test_aggregate_means_and_sample_std_over_seeds(fake_runs):
     assert soft["ablate_zero_ppl_ratio"]["mean"] == pytest.approx(8.0)         # 2^6 / 2^3
     assert soft["end_kl"] is None and soft["mc_sweep"] == {}
     assert agg["en_de"]["acvi-beta0.1"]["mc_sweep"]["test2016"][10]["mean"] == 21.0
+
+
+def test_an_unfinished_run_is_listed_but_not_averaged(fake_runs, tmp_path):
+    """A run without fairseq's "done training" line (stopped part-way, or still training) would
+    enter the means with its best epoch so far: it stays out of them, the pairing and the
+    comparison, and is named with its epoch; its curve is still drawn."""
+    make_run(fake_runs, "soft", 3, [9.0, 4.0], {"valid": 12.0}, finished=False)
+    runs = mt_report.find_runs([str(fake_runs)])
+    unfinished = [r for r in runs if r["seed"] == 3]
+    assert [r["finished"] for r in unfinished] == [False]
+    assert all(r["finished"] for r in runs if r["seed"] != 3)
+    soft = mt_report.aggregate(runs)["en_de"]["soft"]
+    assert soft["seeds"] == [1, 2] and soft["valid_ppl"]["mean"] == pytest.approx(8.0)
+    assert mt_report.aggregate(unfinished) == {}
+    md = mt_report.markdown(runs, mt_report.aggregate(runs), "t")
+    assert "Not in the means (training unfinished" in md and "soft seed 3 at epoch 2 (16.00)" in md
+    assert "| soft | 3 | 7,978,931 | 2 / 2 (unfinished) | 16.00 |" in md
+    assert "| soft | 2 | 8.00 ± 0.00 |" in md
+    # a run merged from an earlier report that did not record it counts as finished
+    merged = dict(unfinished[0], dir=None, source="x")
+    del merged["finished"]
+    assert mt_report.aggregate([merged])["en_de"]["soft"]["seeds"] == [3]
+    out = tmp_path / "out"
+    assert mt_report.main([str(fake_runs), "--out-dir", str(out)]) == 0
+    assert "seed 3 at epoch 2" in (out / "report.md").read_text()
 
 
 def test_words_per_second_are_not_averaged_across_devices(fake_runs):

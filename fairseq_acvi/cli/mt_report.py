@@ -10,8 +10,10 @@ It reads only what the stock CLIs and the recipe leave in each run folder (any f
 ``train`` records), ``bleu_<name>.json`` (``data_scripts/score_mt.py``) and ``validate_<name>.log``
 (``fairseq-validate``). A run is named by its variant — ``context`` or ``context-tag`` — and seed.
 
-Per run: the best epoch (lowest validation likelihood loss; ``nll_loss``, or ``loss`` for
-fairseq's ``cross_entropy``, which logs no separate likelihood), its validation perplexity 2^nll,
+Per run: whether its training finished (fairseq's "done training" line; the means over seeds take
+finished runs only, and the others are listed apart with their epoch so far), the best epoch
+(lowest validation likelihood loss; ``nll_loss``, or ``loss`` for fairseq's ``cross_entropy``,
+which logs no separate likelihood), its validation perplexity 2^nll,
 the KL parts, ‖m_t‖² and mean σ² the ``elbo`` criterion logged for that epoch (ACVI; per target
 token, nats), the parameter count fairseq-train logs, training words/s (median over epochs) and
 wall time, BLEU per decoded split (tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU
@@ -99,6 +101,17 @@ def model_parameters(path: str) -> Optional[int]:
     return found
 
 
+_DONE = "done training in "   # fairseq-train's last line once its epochs (or early stopping) ended
+
+
+def training_finished(path: str) -> bool:
+    """Whether a ``fairseq-train`` log ends its training: it holds fairseq's "done training in …"
+    line, written once the last epoch or early stopping is reached (a run stopped part-way, or
+    still training, has none; a resumed run's log gains it when the resumed process ends)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return any(_DONE in line for line in f)
+
+
 def parse_validate_log(path: str) -> Optional[dict]:
     """The (last) validation record of a ``fairseq-validate --log-format json`` log, or None."""
     rec = None
@@ -158,6 +171,7 @@ def read_run(run_dir: str) -> dict:
     if os.path.exists(log_path):
         recs = parse_train_log(log_path)
         run["parameters"] = model_parameters(log_path)
+        run["finished"] = training_finished(log_path)
         for ep in sorted(recs["valid"]):
             v = recs["valid"][ep]
             t = recs["train"].get(ep, {})
@@ -318,10 +332,18 @@ def wps_device(rs: List[dict]) -> str:
     return "cpu" if "cpu" in devices else max(sorted(set(devices)), key=devices.count)
 
 
+def is_finished(run: dict) -> bool:
+    """A run whose training ended (:func:`training_finished`); runs merged from a report written
+    before this was recorded count as finished, as they did then."""
+    return run.get("finished", True) is not False
+
+
 def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
-    """{pair: {variant: {metric: mean/std/n, "seeds": [...]}}} over the seeds of a variant."""
+    """{pair: {variant: {metric: mean/std/n, "seeds": [...]}}} over the seeds of a variant, of
+    the finished runs only: a run stopped part-way would enter the means with its best epoch so
+    far (the report lists it apart, and draws its curves)."""
     groups: Dict[str, Dict[str, List[dict]]] = {}
-    for r in runs:
+    for r in filter(is_finished, runs):
         groups.setdefault(r["pair"], {}).setdefault(r["variant"], []).append(r)
     out: Dict[str, Dict[str, dict]] = {}
     for pair, variants in groups.items():
@@ -372,9 +394,9 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
     lines = [f"# {title}", "",
              "BLEU: tokenised, lower-cased (as published Multi30K baselines); detok: sacreBLEU on "
              "Moses-detokenised text. Valid ppl: 2^(likelihood loss) of the best epoch (ACVI: the "
-             "likelihood term only, K = 10 samples). Mean ± std over seeds (n = seeds). Train "
-             "words/s: a run's median over epochs, averaged over the variant's CPU runs only (the "
-             "device is named when a variant has none).", ""]
+             "likelihood term only, averaged over the run's --mc-samples K, 10 by default). Mean ± "
+             "std over seeds (n = seeds). Train words/s: a run's median over epochs, averaged over "
+             "the variant's CPU runs only (the device is named when a variant has none).", ""]
     for pair in sorted(agg):
         lines += [f"## {pair}", "",
                   "| variant | seeds | valid ppl | valid BLEU | test2016 BLEU | test2017 BLEU "
@@ -387,6 +409,13 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                          f"{fmt(a['test2017_bleu_tok'])} | {fmt(a['test2016_bleu_detok'])} | "
                          f"{fmt(a['test2017_bleu_detok'])} | {fmt(a['train_wps'], 0)}"
                          f"{'' if a['train_wps_device'] == 'cpu' else ' (' + a['train_wps_device'] + ')'} |")
+        stopped = [r for r in runs if r["pair"] == pair and not is_finished(r)]
+        if stopped:
+            lines += ["", "Not in the means (training unfinished: stopped part-way or still running; "
+                      "best validation perplexity so far): " + "; ".join(
+                          f"{r['variant']} seed {r['seed']} at epoch {r.get('epochs_trained', '–')} "
+                          f"({_num(r.get('valid_ppl'))})"
+                          for r in sorted(stopped, key=lambda r: (r["variant"], r["seed"]))) + "."]
         lines += ["", "Source use (validation; the context replaced by zeros / by another "
                   "sentence's): BLEU lost and perplexity ratio.", "",
                   "| variant | BLEU lost (zero) | BLEU lost (shuffle) | ppl × (zero) | ppl × (shuffle) |",
@@ -448,7 +477,8 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                 f"| {r['variant']} | {r['seed']} | "
                 f"{'–' if r.get('parameters') is None else format(r['parameters'], ',')} | "
                 f"{r.get('best_epoch', '–')} / "
-                f"{r.get('epochs_trained', '–')} | {_num(r.get('valid_ppl'))} | "
+                f"{r.get('epochs_trained', '–')}{'' if is_finished(r) else ' (unfinished)'} | "
+                f"{_num(r.get('valid_ppl'))} | "
                 f"{_num(b.get('test2016', {}).get('bleu_tok'))} | "
                 f"{_num(b.get('test2017', {}).get('bleu_tok'))} | "
                 f"{_num(r.get('train_wall_s'), 0)} | {r['meta'].get('device', 'cpu')} | "
@@ -548,7 +578,7 @@ def paired(runs: List[dict], pair: str, base: str, other: str, split: str) -> Op
     mean ± std of the per-seed differences (a seed fixes the data order and initialisation of
     both, so the paired difference is less noisy than the difference of the means)."""
     def by_seed(variant):
-        return {r["seed"]: r["bleu"][split]["bleu_tok"] for r in runs
+        return {r["seed"]: r["bleu"][split]["bleu_tok"] for r in filter(is_finished, runs)
                 if r["pair"] == pair and r["variant"] == variant and split in r["bleu"]}
     a, b = by_seed(base), by_seed(other)
     seeds = sorted(set(a) & set(b))

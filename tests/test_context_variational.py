@@ -235,3 +235,84 @@ def test_options():
         make_module(variational_mode="gumbel")
     with pytest.raises(ValueError, match="decoder_embed_dim"):
         build_context(argparse.Namespace(context_inference="variational"), D, 4, 8)
+
+
+# -- memory: the enumeration over source positions in chunks, recomputed in the backward pass ---
+def _variational_model(dropout, vocab=12):
+    from tests.test_seq2seq_model import _batch, _dictionary, build_model
+    torch.manual_seed(0)
+    model, d = build_model("variational", dictionary=_dictionary(vocab), dropout=dropout,
+                           variational_mode="enum")
+    model.train()
+    src, lengths, prev = _batch(d, N=6, T=5)
+    target = torch.cat([prev[:, 1:], torch.full_like(prev[:, :1], d.eos())], dim=1)
+    target[prev.eq(d.pad())] = d.pad()
+    return model, d, src, lengths, prev, target
+
+
+def _enum_loss_and_grads(model, src, lengths, prev, target, seed=5):
+    model.zero_grad()
+    torch.manual_seed(seed)
+    enc = model.encoder(src, lengths)
+    lprobs, extra = model.decoder(prev, enc, target=target)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    loss = (nll * prev.ne(1)).sum() + extra["losses"]["kl"][0]
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                           if p.grad is not None}
+
+
+def _saved_bytes(model, src, lengths, prev, target):
+    """Bytes of the tensors autograd keeps for the backward pass of one training forward."""
+    total = [0]
+
+    def pack(t):
+        total[0] += t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        enc = model.encoder(src, lengths)
+        model.decoder(prev, enc, target=target)
+    return total[0]
+
+
+def test_enum_in_chunks_gives_the_same_loss_and_gradients(monkeypatch):
+    """Chunked (one source position at a time, checkpointed) = all N positions at once."""
+    from fairseq_acvi.modules import context_decoder
+    model, d, src, lengths, prev, target = _variational_model(dropout=0.0)
+    loss, grads = _enum_loss_and_grads(model, src, lengths, prev, target)
+    monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 1)
+    loss_c, grads_c = _enum_loss_and_grads(model, src, lengths, prev, target)
+    torch.testing.assert_close(loss_c, loss, atol=1e-5, rtol=1e-6)
+    assert grads.keys() == grads_c.keys() and len(grads) > 5
+    for name in grads:
+        torch.testing.assert_close(grads_c[name], grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_recomputed_chunks_replay_the_same_dropout(monkeypatch):
+    """With dropout, the recomputation in the backward pass draws the forward pass's masks: the
+    gradients equal those of the same chunks kept in memory."""
+    from fairseq_acvi.modules import context_decoder
+    model, d, src, lengths, prev, target = _variational_model(dropout=0.3)
+    monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 1)
+    loss, grads = _enum_loss_and_grads(model, src, lengths, prev, target)
+    monkeypatch.setattr(context_decoder, "checkpoint",
+                        lambda fn, *a, use_reentrant: fn(*a))           # keep every chunk
+    loss_k, grads_k = _enum_loss_and_grads(model, src, lengths, prev, target)
+    torch.testing.assert_close(loss, loss_k)
+    for name in grads:
+        torch.testing.assert_close(grads[name], grads_k[name], msg=name)
+
+
+def test_enum_keeps_one_chunk_of_logits_not_n(monkeypatch):
+    """Memory: with a vocabulary large enough for the output layer to dominate, chunked and
+    checkpointed, the tensors kept for the backward pass shrink by more than half with N = 6
+    source positions (chunked without recomputation, they do not shrink)."""
+    from fairseq_acvi.modules import context_decoder
+    model, d, src, lengths, prev, target = _variational_model(dropout=0.0, vocab=3000)
+    whole = _saved_bytes(model, src, lengths, prev, target)
+    monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 1)
+    chunked = _saved_bytes(model, src, lengths, prev, target)
+    monkeypatch.setattr(context_decoder, "checkpoint", lambda fn, *a, use_reentrant: fn(*a))
+    kept = _saved_bytes(model, src, lengths, prev, target)
+    assert kept > 0.9 * whole
+    assert chunked < 0.5 * whole, (chunked, whole)

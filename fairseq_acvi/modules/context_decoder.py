@@ -53,6 +53,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from fairseq_acvi.modules import uncertainty as unc
 from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
@@ -79,6 +80,14 @@ def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Ten
     if mode == "logprob":
         return (lp * log_weights.exp().unsqueeze(-1)).sum(-2)
     raise ValueError(f"unknown sample combination {mode!r}")
+
+
+def _weigh(lp: Tensor, log_w: Tensor, mode: str) -> Tensor:
+    """A chunk's share of :func:`combine_samples`: lp (..., c, V), log_w (..., c) ->
+    "prob": log Σ_c w_c exp(lp_c)   |   "logprob": Σ_c w_c lp_c        (..., V)."""
+    if mode == "prob":
+        return torch.logsumexp(lp + log_w.unsqueeze(-1), dim=-2)
+    return (lp * log_w.exp().unsqueeze(-1)).sum(-2)
 
 
 class ContextLSTMDecoder(FairseqIncrementalDecoder):
@@ -332,7 +341,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x,
                                 cache).squeeze(2)
         B, T, S = out.samples.shape[:3]
-        if B * T * S * len(self.dictionary) <= _MC_CHUNK_ELEMENTS or out.combine != "prob":
+        step = self._chunk_size(B * T, S, len(self.dictionary))
+        if step >= S:
             lp = self.output_log_probs(s, out.samples, out, x, cache)
             lp_mean = combine_samples(lp, out.log_weights, out.combine)
             if stats is not None and S > 1:
@@ -340,20 +350,63 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
                            else combine_samples(lp, out.log_weights, "prob"))
                 stats["uncertainty"] = unc.decompose(lp, mixture, out.log_weights)
             return lp_mean
-        # large batch with many samples (validation): accumulate log Σ w p sample by sample
-        acc = None
+        # Many contexts per step (K samples in large validation batches; variational attention's
+        # enumeration over the N source positions in training): chunk by chunk, summing
+        # log Σ w p ("prob") or Σ w log p ("logprob") over the chunks. Under autograd each chunk,
+        # output layer and weighting together, is recomputed in the backward pass: memory holds
+        # the (B, T, V) running sum, not S chunks' (B, T, ·, V) log-probabilities.
+        if out.combine not in ("prob", "logprob"):
+            raise ValueError(f"unknown sample combination {out.combine!r}")
+        log_w = (out.log_weights.float() if out.log_weights is not None
+                 else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
         parts = unc.SampleAccumulator() if stats is not None else None
-        for i in range(S):
-            lw = (out.log_weights[:, :, i:i + 1, None] if out.log_weights is not None
-                  else -math.log(S))
-            lp = self.output_log_probs(s, out.samples[:, :, i:i + 1], out, x, cache)
-            if parts is not None:
-                parts.add(lp.squeeze(2), lw.squeeze(-1).squeeze(-1) if torch.is_tensor(lw) else lw)
-            lp = lp + lw
-            acc = lp.squeeze(2) if acc is None else torch.logaddexp(acc, lp.squeeze(2))
+        mix = acc = None
+        for i in range(0, S, step):
+            samples, lw = out.samples[:, :, i:i + step], log_w[:, :, i:i + step]
+            if parts is None:
+                part = self._weighted_chunk(s, samples, lw, out, x, cache, out.combine)
+                if out.combine == "prob":
+                    mix = part if mix is None else torch.logaddexp(mix, part)
+                else:
+                    acc = part if acc is None else acc + part
+                continue
+            # the uncertainty decomposition (evaluation) reads every sample's distribution
+            lp = self.output_log_probs(s, samples, out, x, cache)
+            for j in range(lp.size(2)):
+                parts.add(lp[:, :, j], lw[:, :, j])
+            part = _weigh(lp, lw, "prob")
+            mix = part if mix is None else torch.logaddexp(mix, part)
+            if out.combine == "logprob":
+                part = _weigh(lp, lw, "logprob")
+                acc = part if acc is None else acc + part
         if parts is not None:
-            stats["uncertainty"] = parts.result(acc)
-        return acc
+            stats["uncertainty"] = parts.result(mix)
+        return mix if out.combine == "prob" else acc
+
+    @staticmethod
+    def _chunk_size(rows: int, S: int, n_logits: int) -> int:
+        """How many of the S contexts per step go through the output layer together: all of them
+        while the (rows, S, n_logits) output stays under _MC_CHUNK_ELEMENTS, else as many as fit
+        (at least one)."""
+        return max(1, min(S, _MC_CHUNK_ELEMENTS // max(1, rows * n_logits)))
+
+    def _chunk_log_probs(self, s, samples, out: StepOutput, x, cache, target=None) -> Tensor:
+        """:meth:`output_log_probs` of one chunk of contexts; under autograd recomputed in the
+        backward pass (activation checkpointing, replaying the same dropout masks)."""
+        if torch.is_grad_enabled():
+            return checkpoint(self.output_log_probs, s, samples, out, x, cache, target,
+                              use_reentrant=False)
+        return self.output_log_probs(s, samples, out, x, cache, target)
+
+    def _weighted_chunk(self, s, samples, lw, out: StepOutput, x, cache, mode: str) -> Tensor:
+        """One chunk of contexts (B, T, c, d_c) with log-weights ``lw`` (B, T, c) -> its share
+        (B, T, V) of the combination (:func:`_weigh`); under autograd recomputed in the backward
+        pass, as :meth:`_chunk_log_probs`."""
+        def share(s, samples, lw):
+            return _weigh(self.output_log_probs(s, samples, out, x, cache), lw, mode)
+        if torch.is_grad_enabled():
+            return checkpoint(share, s, samples, lw, use_reentrant=False)
+        return share(s, samples, lw)
 
     def _predict_target(self, s, feeds, out: StepOutput, x, cache, target: Tensor) -> Tensor:
         """log P(y_t) of the gold tokens (B, T) float32: :meth:`_predict` gathered at ``target``
@@ -365,10 +418,12 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x, cache,
                                 target).squeeze(2)
         B, T, S = out.samples.shape[:3]
-        # large validation batches with many samples: the (B, T, ·, n_logits) logits sample by sample
-        step = S if B * T * S * self.head.num_logits <= _MC_CHUNK_ELEMENTS else 1
-        lp = torch.cat([self.output_log_probs(s, out.samples[:, :, i:i + step], out, x, cache, target)
-                        for i in range(0, S, step)], dim=2)                   # (B, T, S)
+        step = self._chunk_size(B * T, S, self.head.num_logits)
+        if step >= S:
+            lp = self.output_log_probs(s, out.samples, out, x, cache, target)    # (B, T, S)
+        else:   # chunks, recomputed in the backward pass (as in :meth:`_combined`)
+            lp = torch.cat([self._chunk_log_probs(s, out.samples[:, :, i:i + step], out, x, cache,
+                                                  target) for i in range(0, S, step)], dim=2)
         return combine_samples(lp.unsqueeze(-1), out.log_weights, out.combine).squeeze(-1)
 
     def _targets(self, prev_output_tokens: Tensor) -> Tensor:

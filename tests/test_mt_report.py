@@ -156,6 +156,15 @@ def test_an_unfinished_run_is_listed_but_not_averaged(fake_runs, tmp_path):
     assert "seed 3 at epoch 2" in (out / "report.md").read_text()
 
 
+def test_a_run_started_but_without_an_epoch_is_named_so(fake_runs):
+    """A run whose first epoch has not ended yet has no epoch and no perplexity to print."""
+    make_run(fake_runs, "soft", 4, [], {}, finished=False)
+    runs = mt_report.find_runs([str(fake_runs)])
+    md = mt_report.markdown(runs, mt_report.aggregate(runs), "t")
+    assert "soft seed 4 before its first epoch ended" in md
+    assert "at epoch –" not in md
+
+
 def test_words_per_second_are_not_averaged_across_devices(fake_runs):
     """A variant's words/s come from its CPU runs only; a variant run on a GPU alone is named."""
     seed2 = fake_runs / "en_de" / "soft_seed2" / "run.json"

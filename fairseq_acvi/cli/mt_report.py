@@ -332,6 +332,13 @@ def wps_device(rs: List[dict]) -> str:
     return "cpu" if "cpu" in devices else max(sorted(set(devices)), key=devices.count)
 
 
+def _unfinished(r: Dict) -> str:
+    """'VARIANT seed S at epoch E (PPL)' of an unfinished run, or '… before its first epoch ended'."""
+    if not r.get("epochs_trained"):
+        return f"{r['variant']} seed {r['seed']} before its first epoch ended"
+    return f"{r['variant']} seed {r['seed']} at epoch {r['epochs_trained']} ({_num(r.get('valid_ppl'))})"
+
+
 def is_finished(run: dict) -> bool:
     """A run whose training ended (:func:`training_finished`); runs merged from a report written
     before this was recorded count as finished, as they did then."""
@@ -413,9 +420,8 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
         if stopped:
             lines += ["", "Not in the means (training unfinished: stopped part-way or still running; "
                       "best validation perplexity so far): " + "; ".join(
-                          f"{r['variant']} seed {r['seed']} at epoch {r.get('epochs_trained', '–')} "
-                          f"({_num(r.get('valid_ppl'))})"
-                          for r in sorted(stopped, key=lambda r: (r["variant"], r["seed"]))) + "."]
+                          _unfinished(r) for r in sorted(stopped, key=lambda r: (r["variant"], r["seed"])))
+                      + "."]
         lines += ["", "Source use (validation; the context replaced by zeros / by another "
                   "sentence's): BLEU lost and perplexity ratio.", "",
                   "| variant | BLEU lost (zero) | BLEU lost (shuffle) | ppl × (zero) | ppl × (shuffle) |",

@@ -20,9 +20,17 @@ def timed(fn) -> float:
 
 
 def elbo_train_step(model, opt, src, lengths, prev, tgt, score_target=None) -> None:
-    """One SGD/Adam step on NLL + Σ weight·term, as the ``elbo`` criterion computes it (the
-    coverage term, weight None, counts with weight 1; the gold tokens scored by the decoder itself
-    where it ``supports_target_scoring``, as the criterion does, unless ``score_target=False``).
+    """One SGD/Adam step on :func:`elbo_loss`."""
+    loss = elbo_loss(model, src, lengths, prev, tgt, score_target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def elbo_loss(model, src, lengths, prev, tgt, score_target=None):
+    """NLL + Σ weight·term, as the ``elbo`` criterion computes it (the coverage term, weight None,
+    counts with weight 1; the gold tokens scored by the decoder itself where it
+    ``supports_target_scoring``, as the criterion does, unless ``score_target=False``).
     Works for fairseq's own models too, whose second output is not a dict of losses."""
     if score_target is None:
         score_target = getattr(getattr(model, "decoder", None), "supports_target_scoring", False)
@@ -36,9 +44,7 @@ def elbo_train_step(model, opt, src, lengths, prev, tgt, score_target=None) -> N
     extra = out[1] if isinstance(out[1], dict) else {}
     for value, weight in extra.get("losses", {}).values():
         loss = loss + (1.0 if weight is None else weight) * value
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+    return loss
 
 
 def training_words_per_second(models, opts, b, words: int, rounds: int):

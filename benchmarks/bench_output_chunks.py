@@ -23,19 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fairseq_acvi  # noqa: E402,F401
-from bench_common import timed  # noqa: E402
-from bench_seq2seq import batch, make_dict  # noqa: E402
+from bench_common import elbo_loss, elbo_train_step, timed  # noqa: E402
+from bench_seq2seq import _Task, batch, make_dict  # noqa: E402
 
 from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture  # noqa: E402
 from fairseq_acvi.modules import context_decoder  # noqa: E402
 
 WHOLE = 1 << 62                                      # every context at once
 CHUNKED = context_decoder._MC_CHUNK_ELEMENTS         # the decoder's default
-
-
-class _Task:
-    def __init__(self, d):
-        self.source_dictionary = self.target_dictionary = d
 
 
 def build(d, dim, layers):
@@ -48,14 +43,6 @@ def build(d, dim, layers):
     return ACVILSTMModel.build_model(args, _Task(d))
 
 
-def loss_of(model, src, lengths, prev, tgt):
-    lprobs, extra = model(src, lengths, prev, target=tgt)
-    loss = -lprobs.gather(-1, tgt.unsqueeze(-1)).sum()
-    for value, weight in extra["losses"].values():
-        loss = loss + (1.0 if weight is None else weight) * value
-    return loss
-
-
 def saved_bytes(model, b):
     total = [0]
 
@@ -63,15 +50,8 @@ def saved_bytes(model, b):
         total[0] += t.numel() * t.element_size()
         return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = loss_of(model, *b)
+        loss = elbo_loss(model, *b)
     return total[0], loss.item()
-
-
-def step(model, opt, b):
-    loss = loss_of(model, *b)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
 
 
 def main():
@@ -96,11 +76,11 @@ def main():
     for k, limit in modes.items():
         context_decoder._MC_CHUNK_ELEMENTS = limit
         mem[k], losses[k] = saved_bytes(model, b)
-        step(model, opt, b)                              # warm-up
+        elbo_train_step(model, opt, *b)          # warm-up
     for r in range(a.rounds):
         for k in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
             context_decoder._MC_CHUNK_ELEMENTS = modes[k]
-            times[k].append(timed(lambda: step(model, opt, b)))
+            times[k].append(timed(lambda: elbo_train_step(model, opt, *b)))
     context_decoder._MC_CHUNK_ELEMENTS = CHUNKED
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"# variational (enum) training: batch {a.batch}×{a.len}, vocab {a.vocab}, dim {a.dim}, "

@@ -75,19 +75,26 @@ def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Ten
         return lp.squeeze(-2)
     if log_weights is None:
         log_weights = lp.new_full(lp.shape[:-1], -math.log(S))
-    if mode == "prob":
-        return torch.logsumexp(lp + log_weights.unsqueeze(-1), dim=-2)
-    if mode == "logprob":
-        return (lp * log_weights.exp().unsqueeze(-1)).sum(-2)
-    raise ValueError(f"unknown sample combination {mode!r}")
+    return _weigh(lp, log_weights, mode)
 
 
 def _weigh(lp: Tensor, log_w: Tensor, mode: str) -> Tensor:
-    """A chunk's share of :func:`combine_samples`: lp (..., c, V), log_w (..., c) ->
-    "prob": log Σ_c w_c exp(lp_c)   |   "logprob": Σ_c w_c lp_c        (..., V)."""
+    """:func:`combine_samples` of the S (or a chunk's c) contexts with explicit log-weights, also
+    for one: lp (..., c, V), log_w (..., c) -> "prob": log Σ_c w_c exp(lp_c) | "logprob":
+    Σ_c w_c lp_c  (..., V); a chunk's share, summed over the chunks (log-summed for "prob")."""
     if mode == "prob":
         return torch.logsumexp(lp + log_w.unsqueeze(-1), dim=-2)
-    return (lp * log_w.exp().unsqueeze(-1)).sum(-2)
+    if mode == "logprob":
+        return (lp * log_w.exp().unsqueeze(-1)).sum(-2)
+    raise ValueError(f"unknown sample combination {mode!r}")
+
+
+def _recomputed(fn: Callable[..., Tensor], *args) -> Tensor:
+    """``fn(*args)``; under autograd its activations are not kept but recomputed in the backward
+    pass (activation checkpointing, replaying the same dropout masks)."""
+    if torch.is_grad_enabled():
+        return checkpoint(fn, *args, use_reentrant=False)
+    return fn(*args)
 
 
 class ContextLSTMDecoder(FairseqIncrementalDecoder):
@@ -355,8 +362,6 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         # log Σ w p ("prob") or Σ w log p ("logprob") over the chunks. Under autograd each chunk,
         # output layer and weighting together, is recomputed in the backward pass: memory holds
         # the (B, T, V) running sum, not S chunks' (B, T, ·, V) log-probabilities.
-        if out.combine not in ("prob", "logprob"):
-            raise ValueError(f"unknown sample combination {out.combine!r}")
         log_w = (out.log_weights.float() if out.log_weights is not None
                  else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
         parts = unc.SampleAccumulator() if stats is not None else None
@@ -391,22 +396,15 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         return max(1, min(S, _MC_CHUNK_ELEMENTS // max(1, rows * n_logits)))
 
     def _chunk_log_probs(self, s, samples, out: StepOutput, x, cache, target=None) -> Tensor:
-        """:meth:`output_log_probs` of one chunk of contexts; under autograd recomputed in the
-        backward pass (activation checkpointing, replaying the same dropout masks)."""
-        if torch.is_grad_enabled():
-            return checkpoint(self.output_log_probs, s, samples, out, x, cache, target,
-                              use_reentrant=False)
-        return self.output_log_probs(s, samples, out, x, cache, target)
+        """:meth:`output_log_probs` of one chunk of contexts, recomputed in the backward pass."""
+        return _recomputed(self.output_log_probs, s, samples, out, x, cache, target)
 
     def _weighted_chunk(self, s, samples, lw, out: StepOutput, x, cache, mode: str) -> Tensor:
         """One chunk of contexts (B, T, c, d_c) with log-weights ``lw`` (B, T, c) -> its share
-        (B, T, V) of the combination (:func:`_weigh`); under autograd recomputed in the backward
-        pass, as :meth:`_chunk_log_probs`."""
+        (B, T, V) of the combination (:func:`_weigh`), recomputed in the backward pass."""
         def share(s, samples, lw):
             return _weigh(self.output_log_probs(s, samples, out, x, cache), lw, mode)
-        if torch.is_grad_enabled():
-            return checkpoint(share, s, samples, lw, use_reentrant=False)
-        return share(s, samples, lw)
+        return _recomputed(share, s, samples, lw)
 
     def _predict_target(self, s, feeds, out: StepOutput, x, cache, target: Tensor) -> Tensor:
         """log P(y_t) of the gold tokens (B, T) float32: :meth:`_predict` gathered at ``target``

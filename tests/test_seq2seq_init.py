@@ -98,15 +98,23 @@ def test_multi30k_preset_matches_fairseq_lstm_in_size():
 
 def test_multi30k_preset_carries_the_kl_schedule_chosen_on_validation():
     """acvi_lstm_multi30k's ACVI defaults are the configuration chosen on Multi30K validation
-    (docs/results/multi30k_2026-11-25.md); explicit options still win; the paper-size preset
-    keeps the papers' β = 1 without a schedule."""
+    (docs/results/multi30k_2026-11-25.md, multi30k_acvi_remedies_2026-11-26.md), and so are the
+    summarization and captioning presets'; explicit options still win; the paper-size preset
+    keeps the papers' β = 1 without a schedule or normalisation."""
     from fairseq_acvi.models.lstm_seq2seq import base_architecture
     from fairseq_acvi.modules.context.acvi import ACVIContext
 
     args = argparse.Namespace(arch="acvi_lstm_multi30k", context_inference="acvi")
     acvi_lstm_multi30k(args)
     ctx = ACVIContext(args, 512, 256, 512)
-    assert (ctx.beta, ctx.delay, ctx.warmup, ctx.cycle) == (1e-4, 234, 117, 0)
+    assert (ctx.beta, ctx.delay, ctx.warmup, ctx.cycle, ctx.value_norm) == (1e-4, 234, 117, 0,
+                                                                            "layernorm")
+    from fairseq_acvi.models import pointer_generator, video_captioner
+    for preset in (pointer_generator.base_architecture, video_captioner.base_architecture):
+        other = argparse.Namespace(context_inference="acvi")
+        preset(other)
+        assert (other.acvi_beta, other.acvi_kl_delay_updates, other.acvi_kl_warmup_updates,
+                other.acvi_value_norm) == (1e-4, 234, 117, "layernorm"), preset.__module__
     for n, w in ((233, 0.0), (234, 0.0), (292, 1e-4 * 58 / 117), (351, 1e-4), (5000, 1e-4)):
         ctx.set_num_updates(n)
         assert ctx.loss_weight("kl") == pytest.approx(w, abs=1e-7), n
@@ -116,4 +124,5 @@ def test_multi30k_preset_carries_the_kl_schedule_chosen_on_validation():
     assert (mine.acvi_beta, mine.acvi_kl_delay_updates) == (1.0, 0)
     paper = argparse.Namespace(arch="acvi_lstm", context_inference="acvi")
     base_architecture(paper)
-    assert (paper.acvi_beta, paper.acvi_kl_delay_updates, paper.acvi_kl_warmup_updates) == (1.0, 0, 0)
+    assert (paper.acvi_beta, paper.acvi_kl_delay_updates, paper.acvi_kl_warmup_updates,
+            paper.acvi_value_norm) == (1.0, 0, 0, "none")

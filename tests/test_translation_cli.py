@@ -141,6 +141,37 @@ def test_mc_samples_override_and_weights_only_loading(data_bin, tmp_path):
         torch.load(evil)
 
 
+def test_preset_normalises_annotations_and_older_checkpoints_load_as_trained(data_bin, tmp_path):
+    """acvi_lstm_multi30k's ACVI normalises the annotations (the configuration chosen on Multi30K
+    validation, issue 26) and the checkpoint records it; a checkpoint written before
+    --acvi-value-norm existed (its options lack it) loads without the normalisation it never had,
+    not with today's preset default."""
+    from fairseq import checkpoint_utils
+
+    import fairseq_acvi  # noqa: F401
+
+    train(data_bin, tmp_path, "--arch", "acvi_lstm_multi30k", "--context-inference", "acvi",
+          updates=1)
+    ckpt = tmp_path / "checkpoint_last.pt"
+    state = torch.load(ckpt)
+    saved = state["cfg"]["model"]
+    assert (saved.acvi_value_norm, saved.acvi_beta, saved.acvi_kl_delay_updates) == \
+        ("layernorm", 1e-4, 234)
+    load = {"arg_overrides": {"data": str(data_bin)}}
+    models, _ = checkpoint_utils.load_model_ensemble([str(ckpt)], **load)
+    assert models[0].decoder.context.value_norm == "layernorm"
+    delattr(saved, "acvi_value_norm")                     # as written before 2026-11-26
+    old = tmp_path / "older.pt"
+    torch.save(state, old)
+    models, _ = checkpoint_utils.load_model_ensemble([str(old)], **load)
+    assert models[0].decoder.context.value_norm == "none"
+    # the papers' set-up is one option away, and an explicit option wins over the preset
+    train(data_bin, tmp_path / "plain", "--arch", "acvi_lstm_multi30k", "--context-inference",
+          "acvi", "--acvi-value-norm", "none", updates=1)
+    plain = torch.load(tmp_path / "plain" / "checkpoint_last.pt")["cfg"]["model"]
+    assert plain.acvi_value_norm == "none"
+
+
 def test_bad_option_values_give_clear_errors(data_bin, tmp_path):
     res = run_cli("fairseq_cli.train", data_bin, "--user-dir", USER_DIR, "--task", "translation",
                   "--arch", "acvi_lstm", "--criterion", "elbo", "--context-inference", "hard",

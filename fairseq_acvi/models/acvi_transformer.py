@@ -41,6 +41,7 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
 from fairseq_acvi.modules.context import add_context_args, fill_context_defaults
+from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
 
@@ -227,8 +228,10 @@ def acvi_transformer_iwslt_de_en(args):
 @register_model_architecture("acvi_transformer", "acvi_transformer_multi30k")
 def acvi_transformer_multi30k(args):
     # the KL schedule of acvi_lstm_multi30k (same data and batch size: 117 updates an epoch at
-    # max-tokens 4000): KL off for 2 epochs, then a one-epoch linear warm-up to β = 1e-4
-    context_defaults(args, acvi_beta=1e-4, acvi_kl_delay_updates=234, acvi_kl_warmup_updates=117)
+    # max-tokens 4000): KL off for 2 epochs, then a one-epoch linear warm-up to β = 1e-4; not its
+    # normalised annotations (measured on the LSTM only; here the values are per-head projections
+    # of the encoder's layer-normalised output)
+    context_defaults(args, **dict(MULTI30K_CHOICE, acvi_value_norm="none"))
     for key, value in dict(encoder_embed_dim=256, encoder_ffn_embed_dim=1024,
                            encoder_attention_heads=4, encoder_layers=3, decoder_embed_dim=256,
                            decoder_ffn_embed_dim=1024, decoder_attention_heads=4, decoder_layers=3,

@@ -27,7 +27,8 @@ from typing import Dict
 from fairseq.models import FairseqEncoderDecoderModel
 from fairseq.models.lstm import Embedding
 
-from fairseq_acvi.modules.context import add_context_args, fill_context_defaults
+from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
+                                          keep_predating_values)
 from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
 from fairseq_acvi.modules.lstm_encoder import ABLATIONS
@@ -75,7 +76,10 @@ def add_seq2seq_args(parser):
 def seq2seq_defaults(args, **overrides):
     """Fill the unset options of ``args``: ``overrides`` (a model's base architecture) first,
     then :data:`SEQ2SEQ_DEFAULTS` and the context-inference variants' defaults; the per-side dropouts from ``--dropout``, the attentional
-    hidden size from the decoder's. Checks ``--context-ablation`` and ``--mc-samples``."""
+    hidden size from the decoder's. Checks ``--context-ablation`` and ``--mc-samples``. Options
+    loaded from a checkpoint older than an option keep the value it was trained with
+    (:func:`keep_predating_values`)."""
+    keep_predating_values(args)
     for key, value in dict(SEQ2SEQ_DEFAULTS, **overrides).items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)

@@ -234,6 +234,27 @@ def add_context_args(parser):
         cls.add_args(parser)
 
 
+#: options added after checkpoints had been written without them, whose default in some preset is
+#: not the value the model then had: option -> that value. A checkpoint's options were all filled by
+#: the plugin that wrote it (``acvi_beta`` and ``mc_samples`` among them, whatever the variant),
+#: and the command line defines every option (None when unset); so options that hold both but
+#: lack one of these come from a checkpoint older than it, and
+#: :func:`keep_predating_values` gives it the value the model was trained with instead of today's
+#: preset default (``--acvi-value-norm``: ``layernorm`` in the Multi30K, summarization and
+#: captioning presets since 2026-11-27; none before it existed).
+PREDATING_VALUES = {"acvi_value_norm": "none"}
+
+
+def keep_predating_values(args):
+    """Options of a checkpoint older than an option of :data:`PREDATING_VALUES` get the value
+    the model was trained with. Call before a base architecture fills its defaults."""
+    if getattr(args, "acvi_beta", None) is None or getattr(args, "mc_samples", None) is None:
+        return                                         # a command line, or not filled yet
+    for key, value in PREDATING_VALUES.items():
+        if not hasattr(args, key):
+            setattr(args, key, value)
+
+
 def fill_context_defaults(args):
     """Set every unset option of ``--context-inference``, ``--mc-samples`` and of every
     registered variant to its default (``DEFAULTS``), so that a checkpoint records them all."""

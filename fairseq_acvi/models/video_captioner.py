@@ -23,8 +23,8 @@ connections — frame inputs, LSTM outputs, decoder inputs and the attentional h
 VED latent is 100-d (App. B). ACVI: the configuration chosen on Multi30K validation
 (``MULTI30K_CHOICE``, modules/context/acvi.py; since 2026-11-27), carried over, not yet measured
 on MSVD; the paper's set-up is ``--acvi-beta 1 --acvi-kl-delay-updates 0
---acvi-kl-warmup-updates 0 --acvi-value-norm none``. Training: Adam (``fairseq-train --optimizer adam``); decoding: beam 5
-(``fairseq-generate --beam 5``); see ``recipes/captioning_msvd.sh``.
+--acvi-kl-warmup-updates 0 --acvi-value-norm none``. Training: Adam (``fairseq-train --optimizer
+adam``); decoding: beam 5 (``fairseq-generate --beam 5``); see ``recipes/captioning_msvd.sh``.
 
 Batches come from the ``video_captioning`` task: ``net_input = {src_feats (B, F, D) float32
 zero-padded, src_lengths (B,), prev_output_tokens (B, T)}``. The encoder casts the features to its

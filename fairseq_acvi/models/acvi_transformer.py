@@ -40,7 +40,8 @@ from fairseq.models.transformer.transformer_legacy import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
-from fairseq_acvi.modules.context import add_context_args, fill_context_defaults
+from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
+                                          keep_predating_values)
 from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
@@ -206,7 +207,10 @@ class ACVITransformerModel(TransformerModel):
 
 def context_defaults(args, **defaults):
     """Fill the unset context-inference options: explicit ``defaults`` first, then
-    ``--acvi-latent-layers all`` and the variants' own defaults (modules/context/)."""
+    ``--acvi-latent-layers all`` and the variants' own defaults (modules/context/); options from
+    a checkpoint older than an option keep the value it was trained with, as for the LSTM
+    models (:func:`keep_predating_values`)."""
+    keep_predating_values(args)
     for key, value in dict(dict(acvi_latent_layers="all"), **defaults).items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)

@@ -21,6 +21,13 @@ Options for character-level targets (``data_scripts/prepare_multi30k_char.py``):
 * ``--chrf``: also sacreBLEU's chrF (``chrf``, character 6-grams, β = 2, no word n-grams) on the same
   text as ``bleu_detok`` (after ``--moses-detok`` where given), printed on a second line with its
   signature (``chrf_signature``).
+
+``--against OTHER_GEN`` (another system's output on the same references, e.g. the mean-context
+decode ``gen_valid_K0.txt``): also the paired bootstrap of the tokenised BLEU difference, this
+output minus that one (1000 resamples of the sentences, 95 % percentile interval; Koehn 2004;
+``fairseq_acvi.metrics.bleu``), printed and written as ``paired`` = {``against`` (the file's name),
+``delta``, ``low``, ``high``, ``p_other_better`` (share of resamples where this output wins),
+``n_resamples``}.
 """
 from __future__ import annotations
 
@@ -59,6 +66,17 @@ def chars_to_words(hyps):
     return [chars_to_text(h) for h in hyps]
 
 
+def paired_against(hyps, other_hyps, refs, name, char_target=False):
+    """Paired bootstrap of tokenised BLEU(hyps) − BLEU(other_hyps) (``--against``); imported only
+    here, as the package pulls in fairseq."""
+    from fairseq_acvi.metrics.bleu import paired_bootstrap, sentence_stats
+    if char_target:
+        other_hyps = chars_to_words(other_hyps)
+    r = paired_bootstrap(sentence_stats(other_hyps, refs), sentence_stats(hyps, refs))
+    return {"against": name, **{k: (round(v, 4) if isinstance(v, float) else v)
+                                for k, v in r.items() if k not in ("base", "other")}}
+
+
 def score(hyps, refs, moses_lang=None, chrf=False):
     import sacrebleu
     tok = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none")
@@ -91,6 +109,9 @@ def main(argv=None) -> int:
                    help="hypotheses are characters with the word boundary \u2581 (prepare_multi30k_char.py): "
                         "turn them back into words before scoring")
     p.add_argument("--chrf", action="store_true", help="also report sacreBLEU's chrF, with its signature")
+    p.add_argument("--against", metavar="OTHER_GEN", default=None,
+                   help="another fairseq-generate output on the same references: add the paired "
+                        "bootstrap interval of this output's tokenised BLEU minus that one's")
     p.add_argument("--label", default="")
     p.add_argument("--json", default=None, help="also write the scores here")
     a = p.parse_args(argv)
@@ -106,6 +127,13 @@ def main(argv=None) -> int:
     print(f"{a.label}BLEU detokenised (sacrebleu) = {s['bleu_detok']:.2f}{tok}   [{s['n']} sentences]{sig}")
     if a.chrf:
         print(f"{a.label}chrF (sacrebleu) = {s['chrf']:.2f}   [{s['n']} sentences]   signature {s['chrf_signature']}")
+    if a.against:
+        from fairseq_acvi.metrics.bleu import format_interval
+        s["paired"] = paired_against(hyps, read_hypotheses(Path(a.against), len(refs)), refs,
+                                     Path(a.against).name, a.char_target)
+        print(f"{a.label}vs {s['paired']['against']}: tokenised BLEU {format_interval(s['paired'])}, "
+              f"better in {100 * s['paired']['p_other_better']:.1f}% of "
+              f"{s['paired']['n_resamples']} paired resamples")
     if a.json:
         Path(a.json).write_text(json.dumps(s) + "\n", encoding="utf-8")
     return 0

@@ -51,11 +51,19 @@ done_after_ckpt() {  # done_after_ckpt FILE PATTERN: SKIP_DONE=1 and FILE, compl
   [[ "$SKIP_DONE" == "1" && -f "$1" && "$1" -nt "$CKPT" ]] && grep -q -- "$2" "$1" \
     && echo "[recipe] kept (SKIP_DONE=1): $1"
 }
-decode() {  # decode SPLIT NAME [model overrides]: writes gen_NAME.txt and bleu_NAME.json
+decode() {  # decode SPLIT NAME [model overrides] [AGAINST]: writes gen_NAME.txt and bleu_NAME.json
   done_after_ckpt "$RUN/bleu_$2.json" '"bleu_tok"' && return 0
   mt_generate "$1" "$RUN/gen_$2.txt" "${3:-}"
+  score "$1" "$2" "${4:-}"
+}
+score() {  # score SPLIT NAME [AGAINST]: bleu_NAME.json of gen_NAME.txt; with AGAINST (another decode
+  # of this model, e.g. the mean context valid_K0, made after the checkpoint) also the paired
+  # bootstrap of the difference
+  local against=()
+  [[ -n "${3:-}" && "$3" != "$2" && "$RUN/gen_$3.txt" -nt "$CKPT" ]] && against=(--against "$RUN/gen_$3.txt")
   "$PYTHON" data_scripts/score_mt.py --gen "$RUN/gen_$2.txt" --ref "$DATA_BIN/raw/$1.$TGT" \
-    --moses-detok "$TGT" --label "[$PAIR ${CONTEXT}${TAG:+-$TAG} seed $SEED $2] " --json "$RUN/bleu_$2.json"
+    --moses-detok "$TGT" --label "[$PAIR ${CONTEXT}${TAG:+-$TAG} seed $SEED $2] " --json "$RUN/bleu_$2.json" \
+    ${against[@]+"${against[@]}"}
 }
 validate() {  # validate NAME [model overrides]: validation likelihood into validate_NAME.log
   local name="$1" overrides="${2:-}" extra=()
@@ -89,19 +97,23 @@ for SEED in $SEEDS; do
     if [[ "$STOCHASTIC" == "1" ]]; then
       k_over="'mc_samples': 0, "; base=valid_K0
       decode valid valid_K0 "{'mc_samples': 0}"
+      # the default decode (K samples) against the mean context, now that both exist
+      if [[ "$RUN/gen_valid.txt" -nt "$CKPT" ]] && ! done_after_ckpt "$RUN/bleu_valid.json" '"paired"'; then
+        score valid valid valid_K0
+      fi
     elif [[ " ${SPLITS[*]} " != *" valid "* || "${DEFAULT_DECODE:-1}" != "1" ]]; then
       decode valid valid
     fi
     mt_write_json "$RUN/ablate.json" base="$base" mc_samples:="$([[ "$STOCHASTIC" == "1" ]] && echo 0 || echo null)"
     validate valid "{${k_over%, }}"
     for ab in zero shuffle; do
-      decode valid "valid_ablate-$ab" "{${k_over}'context_ablation': '$ab'}"
+      decode valid "valid_ablate-$ab" "{${k_over}'context_ablation': '$ab'}" "$base"
       validate "valid_ablate-$ab" "{${k_over}'context_ablation': '$ab'}"
     done
   fi
   if [[ "$STOCHASTIC" == "1" && -n "$MC_SWEEP" ]]; then
     for K in $MC_SWEEP; do
-      for split in "${SPLITS[@]}"; do decode "$split" "${split}_K$K" "{'mc_samples': $K}"; done
+      for split in "${SPLITS[@]}"; do decode "$split" "${split}_K$K" "{'mc_samples': $K}" "${split}_K0"; done
     done
   fi
   echo "[recipe] done: $RUN"

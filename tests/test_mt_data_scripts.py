@@ -7,6 +7,7 @@ stop the scripts with a message naming the file. No input location is assumed: w
 script's own variable nor ACVI_DATA they download, and offline they stop (exit 2) naming both.
 """
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -300,3 +301,26 @@ def test_bleu_scorer(tmp_path):
     (tmp_path / "gen2").write_text("H-0\t-1\ta\nH-2\t-1\tb\n", encoding="utf-8")
     with pytest.raises(score_mt.DataError, match=r"gen2: 2 hypotheses for 3 references \(missing ids, first ones: \[1\]\)"):
         score_mt.read_hypotheses(tmp_path / "gen2", 3)
+
+
+def test_bleu_scorer_pairs_two_decodes_by_bootstrap(tmp_path, capsys):
+    score_mt = _load("score_mt")
+    refs = [f"ein mann mit hut nummer {i} geht ." for i in range(40)]
+    (tmp_path / "ref").write_text("".join(r + "\n" for r in refs), encoding="utf-8")
+    worse = [r.replace("hut", "mütze") if i % 2 else r for i, r in enumerate(refs)]
+    for name, hyps in (("good", refs), ("bad", worse)):
+        (tmp_path / name).write_text("".join(f"H-{i}\t-1\t{h}\n" for i, h in enumerate(hyps)),
+                                     encoding="utf-8")
+    assert score_mt.main(["--gen", str(tmp_path / "good"), "--ref", str(tmp_path / "ref"),
+                          "--against", str(tmp_path / "bad"), "--json", str(tmp_path / "s.json")]) == 0
+    s = json.loads((tmp_path / "s.json").read_text())
+    import sacrebleu
+    delta = 100 - sacrebleu.corpus_bleu(worse, [refs], tokenize="none").score
+    assert s["bleu_tok"] == 100.0 and s["paired"]["against"] == "bad"
+    assert s["paired"]["delta"] == pytest.approx(delta, abs=1e-4)
+    assert 0 < s["paired"]["low"] < delta < s["paired"]["high"] and s["paired"]["p_other_better"] == 1.0
+    assert "vs bad: tokenised BLEU +" in capsys.readouterr().out
+    (tmp_path / "short").write_text("H-0\t-1\ta\n", encoding="utf-8")     # another test set
+    with pytest.raises(score_mt.DataError, match="short: 1 hypotheses for 40 references"):
+        score_mt.main(["--gen", str(tmp_path / "good"), "--ref", str(tmp_path / "ref"),
+                       "--against", str(tmp_path / "short")])

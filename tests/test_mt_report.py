@@ -197,6 +197,22 @@ def test_cli_writes_report_json_and_charts_and_compares(fake_runs, tmp_path, cap
     assert "valid ppl 16.00 vs 8.00 (ratio 2.000)" in printed
 
 
+def test_paired_bootstrap_intervals_are_tabled_run_by_run(fake_runs, tmp_path):
+    acvi = fake_runs / "en_de" / "acvi-beta0.1_seed1"
+    b = json.loads((acvi / "bleu_valid.json").read_text())
+    b["paired"] = {"against": "gen_valid_K0.txt", "delta": 0.5, "low": -0.25, "high": 1.125,
+                   "p_other_better": 0.874, "n_resamples": 1000, "level": 0.95}
+    (acvi / "bleu_valid.json").write_text(json.dumps(b))
+    out = tmp_path / "out"
+    assert mt_report.main([str(fake_runs), "--out-dir", str(out), "--no-charts"]) == 0
+    md = (out / "report.md").read_text()
+    assert ("| acvi-beta0.1 | 1 | valid | valid_K0 | +0.50 | 95%: -0.25 to +1.12 | 87.4% of 1000 |"
+            in md)
+    assert md.count("| valid_K0 |") == 1                  # the soft runs have no paired decode
+    run = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["bleu"]["valid"]["paired"]["delta"] for r in run if r["context"] == "acvi"] == [0.5]
+
+
 def test_no_runs_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert mt_report.main([str(tmp_path / "empty"), "--out-dir", str(tmp_path / "o")]) == 2

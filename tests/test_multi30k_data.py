@@ -341,6 +341,12 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
     assert "signature nrefs:1" in res.stdout            # the sacreBLEU signature is printed
     ablate = json.loads((run / "ablate.json").read_text())
     assert (ablate["base"], ablate["mc_samples"]) == ("valid_K0", 0)
+    # the decodes of the sampled context and the ablations are paired with the mean context's
+    for name in ("valid", "valid_ablate-zero", "valid_ablate-shuffle"):
+        paired = json.loads((run / f"bleu_{name}.json").read_text())["paired"]
+        assert paired["against"] == "gen_valid_K0.txt" and paired["low"] <= paired["delta"] <= paired["high"]
+    assert "paired" not in json.loads((run / "bleu_valid_K0.json").read_text())
+    assert "vs gen_valid_K0.txt: tokenised BLEU" in res.stdout
     meta = json.loads((run / "run.json").read_text())
     assert (meta["context"], meta["tag"], meta["seed"], meta["max_epoch"]) == ("acvi", "tiny", 1, 1)
     # SKIP_DONE=1 resumes an evaluation cut short: what exists after the checkpoint is kept, the
@@ -376,6 +382,9 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
     assert acvi["end"]["kl"] == pytest.approx(acvi["end"]["kl_mean_part"] + acvi["end"]["kl_var_part"], rel=1e-3)
     assert set(acvi["source_use"]) == {"zero", "shuffle"} and "ppl_ratio" in acvi["source_use"]["zero"]
     assert set(acvi["mc_sweep"]) == {"valid", "test2016", "test2017"}
+    # valid was decoded again for the newer checkpoint, whose K = 0 decode is not made: unpaired
+    assert "paired" not in acvi["bleu"]["valid"] and "paired" in acvi["bleu"]["valid_ablate-zero"]
+    assert "| acvi-tiny | 1 | valid_ablate-zero | valid_K0 | " in (out / "report.md").read_text()
     assert by_variant["lstm"]["valid_ppl"] > 1.0 and "end" in by_variant["lstm"]
 
 

@@ -19,7 +19,9 @@ token, nats), the parameter count fairseq-train logs, training words/s (median o
 wall time, BLEU per decoded split (tokenised lower-cased ``bleu_tok`` and detokenised sacreBLEU
 ``bleu_detok``), the Monte-Carlo sweep (``<split>_K<k>``) and source use
 (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood lost when the context is replaced,
-against the decode ``ablate.json`` names: for ACVI the mean context, K = 0).
+against the decode ``ablate.json`` names: for ACVI the mean context, K = 0), and the paired
+bootstrap intervals ``score_mt.py --against`` stored in a ``bleu_<name>.json`` (``paired``; the
+recipe pairs a stochastic model's decodes with its mean-context decode ``<split>_K0``).
 
 Outputs in ``--out-dir``: ``results.json`` (every run and the per-variant mean ± std over seeds),
 ``report.md`` (the tables), and PNG charts: ``bleu.png`` (test BLEU per variant, error bars = std
@@ -397,6 +399,12 @@ def variant_order(variants) -> List[str]:
     return sorted(variants, key=lambda v: (rank.get(v.split("-")[0], 9), v))
 
 
+def _decode_name(gen_file: str) -> str:
+    """``gen_valid_K0.txt`` -> ``valid_K0`` (the recipe's decode names); other names as given."""
+    m = re.fullmatch(r"gen_(.+)\.txt", os.path.basename(gen_file))
+    return m.group(1) if m else gen_file
+
+
 def markdown(runs: List[dict], agg: dict, title: str) -> str:
     lines = [f"# {title}", "",
              "BLEU: tokenised, lower-cased (as published Multi30K baselines); detok: sacreBLEU on "
@@ -457,6 +465,22 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                     lines += [f"| {v} {split} | " + " | ".join(f"K={k}" for k in ks) + " |",
                               "|---|" + "---|" * len(ks),
                               "| BLEU | " + " | ".join(fmt(by_k[k]) for k in ks) + " |", ""]
+        boot = [(r, name, b["paired"]) for r in sorted(
+                    (r for r in runs if r["pair"] == pair),
+                    key=lambda r: (variant_order([r["variant"]])[0], r["variant"], r["seed"]))
+                for name, b in sorted(r["bleu"].items()) if isinstance(b.get("paired"), dict)]
+        if boot:
+            lines += ["", "Paired bootstrap, run by run (`score_mt.py --against`): a decode's "
+                      "tokenised BLEU minus another decode's of the same model on the same sentences, "
+                      "the sentences resampled with replacement; interval: percentiles; better in: "
+                      "the share of resamples where the decode wins.", "",
+                      "| variant | seed | decode | against | BLEU difference | interval | better in |",
+                      "|---|---|---|---|---|---|---|"]
+            for r, name, d in boot:
+                lines.append(f"| {r['variant']} | {r['seed']} | {name} | "
+                             f"{_decode_name(d.get('against', '?'))} | {d['delta']:+.2f} | "
+                             f"{100 * d.get('level', 0.95):.0f}%: {d['low']:+.2f} to {d['high']:+.2f} | "
+                             f"{100 * d['p_other_better']:.1f}% of {d['n_resamples']} |")
         paired_rows = []
         for v in variant_order(agg[pair]):
             if v == PAIRED_BASE or PAIRED_BASE not in agg[pair]:

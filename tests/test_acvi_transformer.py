@@ -221,12 +221,20 @@ def test_k_samples_batched_equal_k_separate_passes(dictionary, stock, monkeypatc
     want = torch.logsumexp(torch.stack(singles), 0) - math.log(4)
     assert torch.allclose(got, want, atol=1e-5)
     assert (singles[0] - singles[1]).abs().max() > 1e-3          # the samples differ
+    # --mc-combine geometric: the normalised mean of the K log-probabilities
+    monkeypatch.setattr(ACVIContext, "draw", fixed_noise(eps))
+    set_k(model, 4)
+    model.decoder.ctx_args.mc_combine = "geometric"
+    geo, _ = lprobs(model, *b)
+    assert torch.allclose(geo, torch.log_softmax(torch.stack(singles).mean(0), -1), atol=1e-5)
+    assert (geo - got).abs().max() > 1e-4
 
 
-def test_chunked_sample_average_equals_one_pass(dictionary, stock, monkeypatch):
+@pytest.mark.parametrize("combine", ["prob", "geometric"])
+def test_chunked_sample_average_equals_one_pass(dictionary, stock, monkeypatch, combine):
     """Above _MC_CHUNK_ELEMENTS the K samples go through the output layer in chunks: same values."""
     import fairseq_acvi.models.acvi_transformer as at
-    model, _ = ours(dictionary, stock, "acvi", strict=False)
+    model, _ = ours(dictionary, stock, "acvi", strict=False, mc_combine=combine)
     x = torch.randn(3, 4, 5, 16)                                   # (B, T, K, D)
     with torch.no_grad():
         one = model.decoder.mc_log_probs(x)
@@ -234,6 +242,14 @@ def test_chunked_sample_average_equals_one_pass(dictionary, stock, monkeypatch):
         chunked = model.decoder.mc_log_probs(x)
     assert torch.allclose(one, chunked, atol=1e-5)
     assert torch.allclose(one.exp().sum(-1), torch.ones(3, 4), atol=1e-5)
+    with torch.no_grad():
+        lp = torch.log_softmax(model.decoder.output_layer(x), -1)
+    want = (torch.log_softmax(lp.mean(2), -1) if combine == "geometric"
+            else torch.logsumexp(lp, 2) - math.log(5))
+    assert torch.allclose(one, want, atol=1e-5)
+    if combine == "prob":
+        with pytest.raises(ValueError, match="--mc-combine must be one of prob, geometric"):
+            ours(dictionary, stock, "acvi", strict=False, mc_combine="arithmetic")
 
 
 # -- incremental decoding and beams --------------------------------------------------------------------

@@ -241,6 +241,10 @@ def test_combine_samples_prob_and_logprob():
     torch.testing.assert_close(combine_samples(lp, lw, "logprob"), (lp * lw.exp()[..., None]).sum(2))
     uni = combine_samples(lp, None, "prob")
     torch.testing.assert_close(uni.exp(), lp.exp().mean(2))
+    geo = combine_samples(lp, lw, "geometric")                   # --mc-combine geometric
+    torch.testing.assert_close(geo, torch.log_softmax((lp * lw.exp()[..., None]).sum(2), -1))
+    torch.testing.assert_close(geo.exp().sum(-1), torch.ones(2, 3))
+    torch.testing.assert_close(combine_samples(lp[:, :, :1], None, "geometric"), lp[:, :, 0])
 
 
 def test_registry_has_the_five_variants_or_reports_missing():

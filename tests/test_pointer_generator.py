@@ -175,6 +175,49 @@ def test_acvi_mc_average_is_over_the_mixed_distribution():
     torch.testing.assert_close(mc.exp().sum(-1), torch.ones(mc.shape[:2]))
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["one-pass", "chunked"])
+def test_acvi_geometric_combination_is_the_normalised_mean_log_probability(chunked, monkeypatch):
+    """``--mc-combine geometric``: P_t ∝ exp((1/K) Σ_k log P_mix(· | c^(k))), over the same K
+    samples as the default average of probabilities, normalised, also when the K samples go
+    through the output layer in chunks; in training (one sample) nothing changes."""
+    from fairseq_acvi.modules import context_decoder
+    torch.manual_seed(0)
+    model, d = build_model("acvi", mc_samples=0)
+    model.eval()
+    dec = model.decoder
+    dec.context.logvar_net[-1].bias.data.fill_(0.0)              # visible noise
+    src, lengths, prev = _batch(d)
+    seen = {}
+    hook = dec.output_log_probs
+
+    def record(s, ctx, out, x, cache):
+        lp = hook(s, ctx, out, x, cache)
+        seen.setdefault("lp", []).append(lp)
+        return lp
+
+    dec.output_log_probs = record
+    if chunked:
+        monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 3 * 5 * len(d) * 3)   # 3 a chunk
+    K = 8
+    dec.context.mc_samples = K
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        torch.manual_seed(5)
+        prob, _ = dec(prev, enc)
+        lp = torch.cat(seen.pop("lp"), dim=2)                    # (B, T, K, V)
+        dec.context.mc_combine = "geometric"
+        torch.manual_seed(5)
+        geo, _ = dec(prev, enc)
+        lp_again = torch.cat(seen.pop("lp"), dim=2)
+    assert lp.shape == (3, 5, K, len(d)) and torch.equal(lp, lp_again)      # the same samples
+    torch.testing.assert_close(prob, torch.logsumexp(lp, dim=2) - math.log(K))
+    torch.testing.assert_close(geo, torch.log_softmax(lp.mean(dim=2), dim=-1))
+    torch.testing.assert_close(geo.exp().sum(-1), torch.ones(3, 5))
+    assert (geo - prob).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="--mc-combine must be one of prob, geometric, got 'mean'"):
+        build_model("acvi", mc_combine="mean")
+
+
 def test_coverage_loss_matches_a_hand_computation():
     torch.manual_seed(0)
     model, d = build_model("soft", coverage=True)
@@ -391,9 +434,11 @@ def test_target_only_mixture_equals_the_gathered_full_mixture():
 
 
 @pytest.mark.parametrize("variant, opts", [("soft", {}), ("acvi", {"mc_samples": 4}),
+                                           ("acvi", {"mc_samples": 4, "mc_combine": "geometric"}),
                                            ("acvi", {"mc_samples": 4, "acvi_sampler": "gumbel"}),
                                            ("structured", {}), ("variational", {}), ("ved", {})],
-                         ids=["soft", "acvi-K4", "acvi-gumbel", "structured", "variational", "ved"])
+                         ids=["soft", "acvi-K4", "acvi-K4-geometric", "acvi-gumbel", "structured",
+                              "variational", "ved"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_criterion_scores_gold_tokens_exactly_as_the_full_output(variant, opts, training):
     """The elbo criterion asks the pointer-generator for log P(y_t) only; the loss, every logged

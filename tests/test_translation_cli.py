@@ -81,8 +81,10 @@ def test_train_checkpoint_generate_round_trip(data_bin, tmp_path, variant):
         name = "ved_kl" if variant == "ved" else "kl"
         kls = logged(res.stdout + res.stderr, name)
         assert kls and all(v >= 0 and v == v for v in kls), kls
+    # ACVI decodes with the geometric combination here (the default, prob, in the other tests)
+    combine = ", 'mc_combine': 'geometric'" if variant == "acvi" else ""
     generate(data_bin, tmp_path / "checkpoint_last.pt",
-             "--model-overrides", "{'mc_samples': 3}")
+             "--model-overrides", "{'mc_samples': 3" + combine + "}")
 
 
 def test_memory_efficient_fp16_has_no_nan(data_bin, tmp_path):
@@ -134,6 +136,10 @@ def test_mc_samples_override_and_weights_only_loading(data_bin, tmp_path):
     models, _ = checkpoint_utils.load_model_ensemble([ckpt], arg_overrides={
         "data": str(data_bin), "mc_samples": 7})
     assert models[0].decoder.context.mc_samples == 7
+    assert models[0].decoder.context.mc_combine == "prob"          # the default, recorded
+    models, _ = checkpoint_utils.load_model_ensemble([ckpt], arg_overrides={
+        "data": str(data_bin), "mc_combine": "geometric"})
+    assert models[0].decoder.context.mc_combine == "geometric"
     # a pickle that would run code is still refused
     evil = tmp_path / "evil.pt"
     torch.save({"x": os.system}, evil)  # a global that is not allow-listed

@@ -40,8 +40,9 @@ from fairseq.models.transformer.transformer_legacy import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
-from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
-                                          keep_predating_values)
+from fairseq_acvi.modules.context import (ContextInference, add_context_args,
+                                          fill_context_defaults, keep_predating_values)
+from fairseq_acvi.modules.context.base import check_mc_combine
 from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
@@ -119,7 +120,8 @@ class ACVITransformerDecoder(TransformerDecoder):
 
     def mc_log_probs(self, x):
         """Output layer and predictive average (D 88), float32 in log space:
-        x (B, T, D) -> log softmax (B, T, V);  x (B, T, K, D) -> log (1/K) Σ_k softmax_k (B, T, V).
+        x (B, T, D) -> log softmax (B, T, V);  x (B, T, K, D) -> log (1/K) Σ_k softmax_k (B, T, V),
+        or under ``--mc-combine geometric`` log softmax_V((1/K) Σ_k log softmax_k) (§2.2).
         The K samples go through the output projection together (in chunks of samples only when
         B·T·K·V exceeds ``_MC_CHUNK_ELEMENTS``)."""
         if x.dim() == 4 and x.size(2) == 1:     # one sample: nothing to average
@@ -129,12 +131,17 @@ class ACVITransformerDecoder(TransformerDecoder):
         B, T, K = x.shape[:3]
         V = len(self.dictionary)
         chunk = max(1, _MC_CHUNK_ELEMENTS // max(1, B * T * V))
+        geometric = ContextInference.option(self.ctx_args, "mc_combine") == "geometric"
         acc = None
         for s in range(0, K, chunk):
             lp = utils.log_softmax(self.output_layer(x[:, :, s:s + chunk]), dim=-1)
-            part = torch.logsumexp(lp, dim=2)                          # (B, T, V)
-            acc = part if acc is None else torch.logaddexp(acc, part)
-        return acc - math.log(K)
+            if geometric:
+                part = lp.sum(dim=2)                                   # (B, T, V)
+                acc = part if acc is None else acc + part
+            else:
+                part = torch.logsumexp(lp, dim=2)                      # (B, T, V)
+                acc = part if acc is None else torch.logaddexp(acc, part)
+        return torch.log_softmax(acc / K, dim=-1) if geometric else acc - math.log(K)
 
     def _losses(self, prev_output_tokens):
         """The latent layers' per-token terms (B, T), summed over layers (``ctx_var`` and
@@ -192,6 +199,7 @@ class ACVITransformerModel(TransformerModel):
             raise ValueError("acvi_transformer does not support --context-ablation (LSTM models only)")
         if args.mc_samples < 0:
             raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
+        check_mc_combine(ContextInference.option(args, "mc_combine"))
         cls._ctx_args = args
         try:
             return super().build_model(args, task)

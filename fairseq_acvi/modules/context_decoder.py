@@ -68,13 +68,16 @@ def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Ten
     """Combine per-sample log-probabilities (docs/method.md §2.2/§2.4).
 
     lp: (..., S, V) float32; log_weights: (..., S) or None (uniform) ->
-    "prob": log Σ_s w_s exp(lp_s)   |   "logprob": Σ_s w_s lp_s        result (..., V)
+    "prob": log Σ_s w_s exp(lp_s)   |   "logprob": Σ_s w_s lp_s   |
+    "geometric": log_softmax over V of Σ_s w_s lp_s                   result (..., V)
     """
     S = lp.size(-2)
     if S == 1:
         return lp.squeeze(-2)
     if log_weights is None:
         log_weights = lp.new_full(lp.shape[:-1], -math.log(S))
+    if mode == "geometric":
+        return torch.log_softmax(_weigh(lp, log_weights, "logprob"), dim=-1)
     return _weigh(lp, log_weights, mode)
 
 
@@ -366,10 +369,11 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
                  else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
         parts = unc.SampleAccumulator() if stats is not None else None
         mix = acc = None
+        mode = "prob" if out.combine == "prob" else "logprob"    # geometric: normalised at the end
         for i in range(0, S, step):
             samples, lw = out.samples[:, :, i:i + step], log_w[:, :, i:i + step]
             if parts is None:
-                part = self._weighted_chunk(s, samples, lw, out, x, cache, out.combine)
+                part = self._weighted_chunk(s, samples, lw, out, x, cache, mode)
                 if out.combine == "prob":
                     mix = part if mix is None else torch.logaddexp(mix, part)
                 else:
@@ -381,11 +385,13 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
                 parts.add(lp[:, :, j], lw[:, :, j])
             part = _weigh(lp, lw, "prob")
             mix = part if mix is None else torch.logaddexp(mix, part)
-            if out.combine == "logprob":
+            if mode == "logprob":
                 part = _weigh(lp, lw, "logprob")
                 acc = part if acc is None else acc + part
         if parts is not None:
             stats["uncertainty"] = parts.result(mix)
+        if out.combine == "geometric":
+            return torch.log_softmax(acc, dim=-1)
         return mix if out.combine == "prob" else acc
 
     @staticmethod
@@ -410,7 +416,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         """log P(y_t) of the gold tokens (B, T) float32: :meth:`_predict` gathered at ``target``
         (B, T), computed by the output layer's gold-token path (no (B, T, V) tensor) where it
         :attr:`supports_target_scoring`."""
-        if not self.head.supports_target_scoring:
+        if not self.head.supports_target_scoring or (out.combine == "geometric" and out.samples is not None):
+            # (the geometric mean is normalised over the vocabulary: it needs every token's score)
             return self._predict(s, feeds, out, x, cache).gather(-1, target.unsqueeze(-1)).squeeze(-1)
         if out.samples is None:   # the mean context: the recurrent path's hidden, as _predict
             return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x, cache,

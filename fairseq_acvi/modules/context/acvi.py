@@ -24,7 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
+from fairseq_acvi.modules.context.base import (ContextInference, StepOutput, check_mc_combine,
+                                               register_context)
 from fairseq_acvi.modules.scorers import masked_softmax
 
 
@@ -110,6 +111,8 @@ class ACVIContext(ContextInference):
             raise ValueError("--acvi-kl-warmup-updates and --acvi-kl-cycle-updates must be ≥ 0 and "
                              f"at most one of them set, got {self.warmup} and {self.cycle}")
         self.mc_samples = self.option(args, "mc_samples")
+        #: how the K evaluation samples are combined (``--mc-combine``; training: one sample)
+        self.mc_combine = check_mc_combine(self.option(args, "mc_combine"))
 
     def reset_method_parameters(self):
         """The log σ² output bias starts at ``--acvi-logvar-init`` (kept by the model's uniform
@@ -223,7 +226,8 @@ class ACVIContext(ContextInference):
             samples = self._gumbel_sample(out.aux["scores"], mu, var).unsqueeze(2).to(out.mean.dtype)
         else:
             samples = self.draw(m, v, k, out.mean.dtype)               # (B, T, K, d)
-        return replace(out, samples=samples, losses=self.kl_terms(m, v))
+        return replace(out, samples=samples, losses=self.kl_terms(m, v),
+                       combine="prob" if self.training else self.mc_combine)
 
     def _gumbel_sample(self, scores, mu, var):
         """Relaxed mixture sample (P 23): z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε.

@@ -49,6 +49,15 @@ CONTEXT_REGISTRY: Dict[str, type] = {}
 
 #: K, the context samples averaged at evaluation and decoding unless --mc-samples says otherwise
 DEFAULT_MC_SAMPLES = 10
+#: how the K samples' distributions are combined at evaluation (``--mc-combine``; docs/method.md §2.2)
+MC_COMBINE_CHOICES = ("prob", "geometric")
+
+
+def check_mc_combine(value: str) -> str:
+    """``--mc-combine`` checked (also when it comes from ``--model-overrides``, past argparse)."""
+    if value not in MC_COMBINE_CHOICES:
+        raise ValueError(f"--mc-combine must be one of {', '.join(MC_COMBINE_CHOICES)}, got {value!r}")
+    return value
 
 
 def register_context(name: str):
@@ -74,6 +83,8 @@ class StepOutput:
     log_weights: (B, S) float32 log mixture weights over samples; None means uniform 1/S
     combine:     "prob"    -> predictive  log Σ_s w_s p_s(y)      (MC averaging, docs/method.md §2.2)
                  "logprob" -> expectation Σ_s w_s log p_s(y)      (exact E_q of an ELBO, §2.4 enum)
+                 "geometric" -> log softmax_y Σ_s w_s log p_s(y)  (the normalised geometric mean,
+                              ``--mc-combine geometric``; §2.2)
     losses:      name -> (B,) unweighted per-example loss terms of this step (e.g. "kl")
     aux:         name -> tensor, variant-private values that :meth:`sequence_losses` needs
     state:       name -> tensor, the recurrent state *after* this step (stateful variants only;
@@ -130,7 +141,8 @@ class ContextInference(nn.Module):
     name = "base"
     #: this class's options and their defaults — the one place each is set (a model's
     #: architecture may override some; :func:`fill_context_defaults`). Read with :meth:`option`.
-    DEFAULTS: Dict[str, object] = {"context_inference": "soft", "mc_samples": DEFAULT_MC_SAMPLES}
+    DEFAULTS: Dict[str, object] = {"context_inference": "soft", "mc_samples": DEFAULT_MC_SAMPLES,
+                                   "mc_combine": "prob"}
     #: extra features concatenated to every decoder input (VED's z); 0 for most variants
     decoder_input_dim: int = 0
     #: True when training needs the whole target (variational attention's inference network)
@@ -230,6 +242,11 @@ def add_context_args(parser):
                         help="Monte-Carlo samples of the context averaged at evaluation/decoding "
                              "(0 = use the mean; fairseq-generate: --model-overrides "
                              "\"{'mc_samples': K}\")")
+    parser.add_argument("--mc-combine", choices=MC_COMBINE_CHOICES,
+                        help="how the K samples' predictions are combined at evaluation/decoding: "
+                             "prob, the predictive p̄(y) = (1/K) Σ_k p(y | c_k) (default, the papers' "
+                             "Monte-Carlo average), or geometric, softmax_y of (1/K) Σ_k log p(y | c_k): "
+                             "the normalised exp E_q[log p], the term the ELBO trains (docs/method.md §2.2)")
     for cls in CONTEXT_REGISTRY.values():
         cls.add_args(parser)
 

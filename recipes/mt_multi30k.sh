@@ -20,6 +20,7 @@ BEAM="${BEAM:-10}"
 GEN_BATCH="${GEN_BATCH:-128}"
 GEN_ARGS="${GEN_ARGS:---max-len-a 2 --max-len-b 10}"
 MC_SWEEP="${MC_SWEEP:-}"
+MC_COMBINE="${MC_COMBINE:-prob}"
 ABLATE="${ABLATE:-1}"
 TRAIN="${TRAIN:-1}"
 SKIP_DONE="${SKIP_DONE:-0}"
@@ -30,6 +31,7 @@ mt_process_defaults
 
 mt_split_pair "$PAIR"
 mt_require_choice CONTEXT "$CONTEXT" none soft acvi structured variational ved lstm
+mt_require_choice MC_COMBINE "$MC_COMBINE" prob geometric
 read -r -a SPLITS <<< "${EVAL_SPLITS:-valid test2016 test2017}"
 for split in "${SPLITS[@]}"; do mt_require_choice EVAL_SPLITS "$split" valid test2016 test2017; done
 mt_ensure_data data_scripts/prepare_multi30k.sh
@@ -112,8 +114,15 @@ for SEED in $SEEDS; do
     done
   fi
   if [[ "$STOCHASTIC" == "1" && -n "$MC_SWEEP" ]]; then
+    # MC_COMBINE=geometric: the sweep's decodes combine the K samples by --mc-combine geometric
+    # and are named <split>_K<k>-geometric (K = 0, the mean, is the same either way)
+    combine="" suffix=""
+    [[ "$MC_COMBINE" != "prob" ]] && combine=", 'mc_combine': '$MC_COMBINE'" suffix="-$MC_COMBINE"
     for K in $MC_SWEEP; do
-      for split in "${SPLITS[@]}"; do decode "$split" "${split}_K$K" "{'mc_samples': $K}" "${split}_K0"; done
+      [[ "$K" == "0" ]] && name_k="K0" || name_k="K$K$suffix"
+      for split in "${SPLITS[@]}"; do
+        decode "$split" "${split}_$name_k" "{'mc_samples': $K$combine}" "${split}_K0"
+      done
     done
   fi
   echo "[recipe] done: $RUN"

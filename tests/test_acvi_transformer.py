@@ -224,7 +224,8 @@ def test_k_samples_batched_equal_k_separate_passes(dictionary, stock, monkeypatc
     # --mc-combine geometric: the normalised mean of the K log-probabilities
     monkeypatch.setattr(ACVIContext, "draw", fixed_noise(eps))
     set_k(model, 4)
-    model.decoder.ctx_args.mc_combine = "geometric"
+    for attn in model.decoder.latent_attn:
+        attn.acvi.mc_combine = "geometric"
     geo, _ = lprobs(model, *b)
     assert torch.allclose(geo, torch.log_softmax(torch.stack(singles).mean(0), -1), atol=1e-5)
     assert (geo - got).abs().max() > 1e-4

@@ -143,29 +143,38 @@ def test_incremental_decoding_equals_teacher_forcing_with_coverage(variant, opts
     torch.testing.assert_close(cov, extra["attn"][0].sum(1), atol=1e-5, rtol=1e-5)
 
 
-def test_acvi_mc_average_is_over_the_mixed_distribution():
-    """P_t = (1/K) Σ_k P_mix(· | c^(k)), each sample with its own p_gen(c^(k)) (docs/method.md §2.2)."""
+def _noisy_acvi_recording_outputs():
+    """An ACVI pointer-generator in eval mode with visible noise (K = 0 to start), its batch, and
+    the list that every call of its decoder's ``output_log_probs`` appends its inputs and output
+    log-probabilities to (one call per chunk of samples)."""
     torch.manual_seed(0)
     model, d = build_model("acvi", mc_samples=0)
     model.eval()
     dec = model.decoder
     dec.context.logvar_net[-1].bias.data.fill_(0.0)              # visible noise
-    src, lengths, prev = _batch(d)
-    seen = {}
+    calls = []
     hook = dec.output_log_probs
 
     def record(s, ctx, out, x, cache):
         lp = hook(s, ctx, out, x, cache)
-        seen.update(s=s, ctx=ctx, x=x, lp=lp)
+        calls.append(dict(s=s, ctx=ctx, x=x, lp=lp))
         return lp
 
     dec.output_log_probs = record
+    return model, d, _batch(d), calls
+
+
+def test_acvi_mc_average_is_over_the_mixed_distribution():
+    """P_t = (1/K) Σ_k P_mix(· | c^(k)), each sample with its own p_gen(c^(k)) (docs/method.md §2.2)."""
+    model, d, (src, lengths, prev), calls = _noisy_acvi_recording_outputs()
+    dec = model.decoder
     with torch.no_grad():
         enc = model.encoder(src, lengths)
         mean, _ = dec(prev, enc)
-        assert not seen                                           # K = 0: the mean, no samples
+        assert not calls                                          # K = 0: the mean, no samples
         dec.context.mc_samples = 16
         mc, _ = dec(prev, enc)
+        seen, = calls
         p_gen = dec.head.switch(seen["ctx"], seen["s"].unsqueeze(2), seen["x"].unsqueeze(2))
     K = 16
     assert seen["lp"].shape == (3, 5, K, len(d))
@@ -181,21 +190,14 @@ def test_acvi_geometric_combination_is_the_normalised_mean_log_probability(chunk
     samples as the default average of probabilities, normalised, also when the K samples go
     through the output layer in chunks; in training (one sample) nothing changes."""
     from fairseq_acvi.modules import context_decoder
-    torch.manual_seed(0)
-    model, d = build_model("acvi", mc_samples=0)
-    model.eval()
+    model, d, (src, lengths, prev), calls = _noisy_acvi_recording_outputs()
     dec = model.decoder
-    dec.context.logvar_net[-1].bias.data.fill_(0.0)              # visible noise
-    src, lengths, prev = _batch(d)
-    seen = {}
-    hook = dec.output_log_probs
 
-    def record(s, ctx, out, x, cache):
-        lp = hook(s, ctx, out, x, cache)
-        seen.setdefault("lp", []).append(lp)
+    def recorded_lp():
+        lp = torch.cat([c["lp"] for c in calls], dim=2)           # the chunks' samples
+        calls.clear()
         return lp
 
-    dec.output_log_probs = record
     if chunked:
         monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 3 * 5 * len(d) * 3)   # 3 a chunk
     K = 8
@@ -204,11 +206,11 @@ def test_acvi_geometric_combination_is_the_normalised_mean_log_probability(chunk
         enc = model.encoder(src, lengths)
         torch.manual_seed(5)
         prob, _ = dec(prev, enc)
-        lp = torch.cat(seen.pop("lp"), dim=2)                    # (B, T, K, V)
+        lp = recorded_lp()                                        # (B, T, K, V)
         dec.context.mc_combine = "geometric"
         torch.manual_seed(5)
         geo, _ = dec(prev, enc)
-        lp_again = torch.cat(seen.pop("lp"), dim=2)
+        lp_again = recorded_lp()
     assert lp.shape == (3, 5, K, len(d)) and torch.equal(lp, lp_again)      # the same samples
     torch.testing.assert_close(prob, torch.logsumexp(lp, dim=2) - math.log(K))
     torch.testing.assert_close(geo, torch.log_softmax(lp.mean(dim=2), dim=-1))

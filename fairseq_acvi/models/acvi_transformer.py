@@ -40,9 +40,8 @@ from fairseq.models.transformer.transformer_legacy import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
-from fairseq_acvi.modules.context import (ContextInference, add_context_args,
-                                          fill_context_defaults, keep_predating_values)
-from fairseq_acvi.modules.context.base import check_mc_combine
+from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
+                                          keep_predating_values)
 from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
@@ -131,7 +130,8 @@ class ACVITransformerDecoder(TransformerDecoder):
         B, T, K = x.shape[:3]
         V = len(self.dictionary)
         chunk = max(1, _MC_CHUNK_ELEMENTS // max(1, B * T * V))
-        geometric = ContextInference.option(self.ctx_args, "mc_combine") == "geometric"
+        # the top latent layer's context (the one that sampled the K) holds --mc-combine
+        geometric = self.latent_attn[-1].acvi.mc_combine == "geometric"
         acc = None
         for s in range(0, K, chunk):
             lp = utils.log_softmax(self.output_layer(x[:, :, s:s + chunk]), dim=-1)
@@ -199,7 +199,6 @@ class ACVITransformerModel(TransformerModel):
             raise ValueError("acvi_transformer does not support --context-ablation (LSTM models only)")
         if args.mc_samples < 0:
             raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
-        check_mc_combine(ContextInference.option(args, "mc_combine"))
         cls._ctx_args = args
         try:
             return super().build_model(args, task)

@@ -30,7 +30,6 @@ FFN 1024, 4 heads, dropout 0.3, shared decoder input/output embeddings, and the 
 """
 import math
 
-import torch
 from fairseq import utils
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerDecoder, TransformerModel
@@ -43,6 +42,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
                                           keep_predating_values)
 from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
+from fairseq_acvi.modules.sample_combination import RunningCombination
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
 
@@ -128,20 +128,13 @@ class ACVITransformerDecoder(TransformerDecoder):
         if x.dim() == 3:
             return utils.log_softmax(self.output_layer(x), dim=-1)
         B, T, K = x.shape[:3]
-        V = len(self.dictionary)
-        chunk = max(1, _MC_CHUNK_ELEMENTS // max(1, B * T * V))
+        chunk = max(1, _MC_CHUNK_ELEMENTS // max(1, B * T * len(self.dictionary)))
         # the top latent layer's context (the one that sampled the K) holds --mc-combine
-        geometric = self.latent_attn[-1].acvi.mc_combine == "geometric"
-        acc = None
+        comb = RunningCombination(self.latent_attn[-1].acvi.mc_combine)
         for s in range(0, K, chunk):
-            lp = utils.log_softmax(self.output_layer(x[:, :, s:s + chunk]), dim=-1)
-            if geometric:
-                part = lp.sum(dim=2)                                   # (B, T, V)
-                acc = part if acc is None else acc + part
-            else:
-                part = torch.logsumexp(lp, dim=2)                      # (B, T, V)
-                acc = part if acc is None else torch.logaddexp(acc, part)
-        return torch.log_softmax(acc / K, dim=-1) if geometric else acc - math.log(K)
+            lp = utils.log_softmax(self.output_layer(x[:, :, s:s + chunk]), dim=-1)   # (B, T, c, V)
+            comb.add(lp, lp.new_full(lp.shape[:-1], -math.log(K)))
+        return comb.result()
 
     def _losses(self, prev_output_tokens):
         """The latent layers' per-token terms (B, T), summed over layers (``ctx_var`` and

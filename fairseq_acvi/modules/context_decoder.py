@@ -56,40 +56,13 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from fairseq_acvi.modules import uncertainty as unc
+from fairseq_acvi.modules.sample_combination import RunningCombination, combine_samples, weigh
 from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
 from fairseq_acvi.modules.output_layers import OutputInputs, OutputLayer, VocabularyOutput
 from fairseq_acvi.modules.scorers import Memory
 
 #: above this many float32 elements (B·T·S·V) the sample average runs sample by sample
 _MC_CHUNK_ELEMENTS = 1 << 26
-
-
-def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Tensor:
-    """Combine per-sample log-probabilities (docs/method.md §2.2/§2.4).
-
-    lp: (..., S, V) float32; log_weights: (..., S) or None (uniform) ->
-    "prob": log Σ_s w_s exp(lp_s)   |   "logprob": Σ_s w_s lp_s   |
-    "geometric": log_softmax over V of Σ_s w_s lp_s                   result (..., V)
-    """
-    S = lp.size(-2)
-    if S == 1:
-        return lp.squeeze(-2)
-    if log_weights is None:
-        log_weights = lp.new_full(lp.shape[:-1], -math.log(S))
-    if mode == "geometric":
-        return torch.log_softmax(_weigh(lp, log_weights, "logprob"), dim=-1)
-    return _weigh(lp, log_weights, mode)
-
-
-def _weigh(lp: Tensor, log_w: Tensor, mode: str) -> Tensor:
-    """:func:`combine_samples` of the S (or a chunk's c) contexts with explicit log-weights, also
-    for one: lp (..., c, V), log_w (..., c) -> "prob": log Σ_c w_c exp(lp_c) | "logprob":
-    Σ_c w_c lp_c  (..., V); a chunk's share, summed over the chunks (log-summed for "prob")."""
-    if mode == "prob":
-        return torch.logsumexp(lp + log_w.unsqueeze(-1), dim=-2)
-    if mode == "logprob":
-        return (lp * log_w.exp().unsqueeze(-1)).sum(-2)
-    raise ValueError(f"unknown sample combination {mode!r}")
 
 
 def _recomputed(fn: Callable[..., Tensor], *args) -> Tensor:
@@ -367,32 +340,25 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         # the (B, T, V) running sum, not S chunks' (B, T, ·, V) log-probabilities.
         log_w = (out.log_weights.float() if out.log_weights is not None
                  else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
+        comb = RunningCombination(out.combine)
         parts = unc.SampleAccumulator() if stats is not None else None
-        mix = acc = None
-        mode = "prob" if out.combine == "prob" else "logprob"    # geometric: normalised at the end
+        # the uncertainty needs the predictive average p̄ also when another combination is returned
+        mix = RunningCombination("prob") if parts is not None and out.combine != "prob" else None
         for i in range(0, S, step):
             samples, lw = out.samples[:, :, i:i + step], log_w[:, :, i:i + step]
             if parts is None:
-                part = self._weighted_chunk(s, samples, lw, out, x, cache, mode)
-                if out.combine == "prob":
-                    mix = part if mix is None else torch.logaddexp(mix, part)
-                else:
-                    acc = part if acc is None else acc + part
+                comb.add_share(self._weighted_chunk(s, samples, lw, out, x, cache, comb.inner))
                 continue
             # the uncertainty decomposition (evaluation) reads every sample's distribution
             lp = self.output_log_probs(s, samples, out, x, cache)
             for j in range(lp.size(2)):
                 parts.add(lp[:, :, j], lw[:, :, j])
-            part = _weigh(lp, lw, "prob")
-            mix = part if mix is None else torch.logaddexp(mix, part)
-            if mode == "logprob":
-                part = _weigh(lp, lw, "logprob")
-                acc = part if acc is None else acc + part
+            comb.add(lp, lw)
+            if mix is not None:
+                mix.add(lp, lw)
         if parts is not None:
-            stats["uncertainty"] = parts.result(mix)
-        if out.combine == "geometric":
-            return torch.log_softmax(acc, dim=-1)
-        return mix if out.combine == "prob" else acc
+            stats["uncertainty"] = parts.result((mix or comb).result())
+        return comb.result()
 
     @staticmethod
     def _chunk_size(rows: int, S: int, n_logits: int) -> int:
@@ -407,9 +373,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
 
     def _weighted_chunk(self, s, samples, lw, out: StepOutput, x, cache, mode: str) -> Tensor:
         """One chunk of contexts (B, T, c, d_c) with log-weights ``lw`` (B, T, c) -> its share
-        (B, T, V) of the combination (:func:`_weigh`), recomputed in the backward pass."""
+        (B, T, V) of the combination (:func:`weigh`), recomputed in the backward pass."""
         def share(s, samples, lw):
-            return _weigh(self.output_log_probs(s, samples, out, x, cache), lw, mode)
+            return weigh(self.output_log_probs(s, samples, out, x, cache), lw, mode)
         return _recomputed(share, s, samples, lw)
 
     def _predict_target(self, s, feeds, out: StepOutput, x, cache, target: Tensor) -> Tensor:

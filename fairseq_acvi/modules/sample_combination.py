@@ -1,0 +1,78 @@
+"""Combining S per-sample predictive distributions into one (docs/method.md §2.2, §2.4).
+
+Every stochastic context (ACVI's K samples, variational attention's N source positions) gives,
+per target step, S distributions log p_s (..., S, V) and weights w_s (uniform 1/S or log w_s
+given). Three combinations, all float32 and in log space:
+
+    "prob"       log Σ_s w_s p_s                  the predictive average (D 88)
+    "logprob"    Σ_s w_s log p_s                  the expected log-probability (a training term)
+    "geometric"  log_softmax_V(Σ_s w_s log p_s)   its normalised exponential (--mc-combine geometric)
+
+:func:`combine_samples` forms one from all S at once; :class:`RunningCombination` from chunks of
+samples, for decoders that push the S contexts through the output layer a chunk at a time (the
+LSTM decoder, the transformer), so that memory holds one (..., V) running sum.
+"""
+from typing import Optional
+
+import math
+
+import torch
+from torch import Tensor
+
+COMBINATIONS = ("prob", "logprob", "geometric")
+
+
+def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Tensor:
+    """lp: (..., S, V) float32; log_weights: (..., S) or None (uniform) -> (..., V), the
+    combination ``mode`` (module docstring). One sample is returned as it is."""
+    S = lp.size(-2)
+    if S == 1:
+        return lp.squeeze(-2)
+    if log_weights is None:
+        log_weights = lp.new_full(lp.shape[:-1], -math.log(S))
+    comb = RunningCombination(mode)
+    comb.add(lp, log_weights)
+    return comb.result()
+
+
+def weigh(lp: Tensor, log_w: Tensor, mode: str) -> Tensor:
+    """A chunk's share of a combination: lp (..., c, V), log_w (..., c) -> (..., V),
+    "prob": log Σ_c w_c exp(lp_c) (log-summed over the chunks), "logprob": Σ_c w_c lp_c (summed)."""
+    if mode == "prob":
+        return torch.logsumexp(lp + log_w.unsqueeze(-1), dim=-2)
+    if mode == "logprob":
+        return (lp * log_w.exp().unsqueeze(-1)).sum(-2)
+    raise ValueError(f"unknown sample combination {mode!r}")
+
+
+class RunningCombination:
+    """A combination (module docstring) accumulated over chunks of samples: :meth:`add` a chunk's
+    log-probabilities and log-weights, or :meth:`add_share` its :func:`weigh` already formed under
+    :attr:`inner` (e.g. inside an activation-checkpointed function); :meth:`result` at the end."""
+
+    def __init__(self, mode: str):
+        if mode not in COMBINATIONS:
+            raise ValueError(f"unknown sample combination {mode!r}")
+        self.mode = mode
+        #: how a chunk's share is formed: "prob" for the average, "logprob" for the other two
+        self.inner = "prob" if mode == "prob" else "logprob"
+        self._acc: Optional[Tensor] = None
+
+    def add(self, lp: Tensor, log_w: Tensor) -> None:
+        """One chunk: lp (..., c, V) float32, log_w (..., c)."""
+        self.add_share(weigh(lp, log_w, self.inner))
+
+    def add_share(self, share: Tensor) -> None:
+        """One chunk's :func:`weigh` (..., V) under :attr:`inner`."""
+        if self._acc is None:
+            self._acc = share
+        elif self.inner == "prob":
+            self._acc = torch.logaddexp(self._acc, share)
+        else:
+            self._acc = self._acc + share
+
+    def result(self) -> Tensor:
+        """The combination (..., V) of every chunk added."""
+        if self._acc is None:
+            raise ValueError("no samples were combined")
+        return torch.log_softmax(self._acc, dim=-1) if self.mode == "geometric" else self._acc

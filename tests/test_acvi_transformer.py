@@ -200,7 +200,7 @@ def test_training_sample_carries_the_likelihood_gradient(dictionary, stock, mean
 # -- the K-sample average ------------------------------------------------------------------------------
 def fixed_noise(eps_rows):
     """A stand-in for ACVIContext.draw that uses the given ε rows (K, d_h) at every position."""
-    def draw(m, v, k, dtype):
+    def draw(m, v, k, dtype, antithetic=False):
         eps = eps_rows[:k].to(m)                                   # (K, d_h)
         return (m.unsqueeze(-2) + v.sqrt().unsqueeze(-2) * eps).to(dtype)
     return staticmethod(draw)
@@ -229,6 +229,30 @@ def test_k_samples_batched_equal_k_separate_passes(dictionary, stock, monkeypatc
     geo, _ = lprobs(model, *b)
     assert torch.allclose(geo, torch.log_softmax(torch.stack(singles).mean(0), -1), atol=1e-5)
     assert (geo - got).abs().max() > 1e-4
+
+
+def test_antithetic_sampling_reaches_every_latent_layer(dictionary, stock, monkeypatch):
+    """``--mc-sampling antithetic``: each layer's K = 4 evaluation contexts per head are two ± pairs
+    around its mean m (their average is m exactly); training still draws one sample."""
+    model, _ = ours(dictionary, stock, "acvi", strict=False, acvi_logvar_init=0.0,
+                    mc_sampling="antithetic")
+    seen, draw = [], ACVIContext.draw
+
+    def record(m, v, k, dtype, antithetic=False):
+        c = draw(m, v, k, dtype, antithetic=antithetic)
+        seen.append((k, antithetic, m, c))
+        return c
+    monkeypatch.setattr(ACVIContext, "draw", staticmethod(record))
+    set_k(model, 4)
+    lprobs(model, *batch(dictionary))
+    assert len(seen) == 1 and seen[0][:2] == (4, True)         # the sampling (last) layer
+    m, c = seen[0][2], seen[0][3]                              # (B·H, T, d_h), (B·H, T, 4, d_h)
+    torch.testing.assert_close(c.float().mean(-2), m, atol=1e-6, rtol=0)
+    assert (c[..., 0, :] - m).abs().max() > 1e-3                 # not the mean itself
+    seen.clear()
+    model.train()
+    model(*batch(dictionary))
+    assert [s[:2] for s in seen] == [(1, False)] * len(model.decoder.latent_attn)
 
 
 @pytest.mark.parametrize("combine", ["prob", "geometric"])

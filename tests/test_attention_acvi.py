@@ -140,6 +140,49 @@ def test_acvi_finish_forms_every_steps_variance_kl_and_samples_at_once():
             torch.testing.assert_close(out.samples.var(2), v, atol=0.05, rtol=0.1)
 
 
+@pytest.mark.parametrize("K", [1, 2, 5, 6])
+def test_antithetic_draws_are_pairs_with_the_gaussian_marginal(K):
+    """``--mc-sampling antithetic`` (§2.2): the samples come in pairs m ± √v ε — their mean is m
+    exactly for even K (odd K: one unpaired sample) — and each one is still N(m, v)."""
+    torch.manual_seed(0)
+    m, v = torch.randn(4, 3, 5), torch.rand(4, 3, 5) + 0.1
+    c = _acvi().draw(m, v, K, torch.float32, antithetic=True)            # (4, 3, K, 5)
+    assert c.shape == (4, 3, K, 5)
+    eps = (c - m.unsqueeze(-2)) / v.sqrt().unsqueeze(-2)
+    half = K // 2
+    torch.testing.assert_close(eps[..., (K + 1) // 2:, :], -eps[..., :half, :])
+    if K % 2 == 0:
+        torch.testing.assert_close(c.mean(-2), m)
+    assert not torch.allclose(eps[..., 0, :], eps[..., -1, :]) or K == 1   # not the mean itself
+    # the marginal of every sample: N(m, v) — 20,000 draws of one (m, v)
+    m1, v1 = torch.tensor([[0.5, -1.0]]), torch.tensor([[0.25, 4.0]])
+    big = _acvi().draw(m1.expand(20000, 2), v1.expand(20000, 2), K, torch.float32, antithetic=True)
+    for k in range(K):
+        torch.testing.assert_close(big[:, k].mean(0), m1[0], atol=0.05, rtol=0)
+        torch.testing.assert_close(big[:, k].var(0), v1[0], atol=0.0, rtol=0.05)
+
+
+def test_antithetic_sampling_is_an_evaluation_option_checked_by_name():
+    """Training keeps one sample either way; at evaluation ``finish`` draws ± pairs; a wrong value
+    (e.g. from --model-overrides) is refused naming the option."""
+    torch.manual_seed(0)
+    h, pad = _memory()
+    scorer = build_scorer("multiplicative", 5, 8, 0)
+    mem = scorer.prepare(h, pad)
+    ctx = _acvi(mc_samples=4, mc_sampling="antithetic", acvi_logvar_init=-1.0)
+    scores = scorer(torch.randn(3, 5), mem)
+    out = _one_step(ctx.eval(), scores, None, mem, ctx.prepare(mem, h[:, 0]))
+    torch.testing.assert_close(out.samples.mean(1), out.mean)             # (B, K, d): exact
+    torch.testing.assert_close(out.samples[:, 2:] - out.mean[:, None], -(out.samples[:, :2] - out.mean[:, None]))
+    assert _one_step(ctx.train(), scores, None, mem, ctx.prepare(mem, h[:, 0])).samples.shape[1] == 1
+    iid = _acvi(mc_samples=4, acvi_logvar_init=-1.0).eval()
+    assert not iid.antithetic                                            # the default: iid
+    out = _one_step(iid, scores, None, mem, iid.prepare(mem, h[:, 0]))
+    assert not torch.allclose(out.samples.mean(1), out.mean, atol=1e-3)
+    with pytest.raises(ValueError, match="--mc-sampling must be one of iid, antithetic, got 'sobol'"):
+        _acvi(mc_sampling="sobol")
+
+
 def test_acvi_equals_soft_attention_when_sigma_to_zero():
     torch.manual_seed(0)
     h, pad = _memory()

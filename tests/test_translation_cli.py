@@ -140,6 +140,10 @@ def test_mc_samples_override_and_weights_only_loading(data_bin, tmp_path):
     models, _ = checkpoint_utils.load_model_ensemble([ckpt], arg_overrides={
         "data": str(data_bin), "mc_combine": "geometric"})
     assert models[0].decoder.context.mc_combine == "geometric"
+    assert not models[0].decoder.context.antithetic                 # --mc-sampling iid, the default
+    models, _ = checkpoint_utils.load_model_ensemble([ckpt], arg_overrides={
+        "data": str(data_bin), "mc_sampling": "antithetic"})
+    assert models[0].decoder.context.antithetic
     # a pickle that would run code is still refused
     evil = tmp_path / "evil.pt"
     torch.save({"x": os.system}, evil)  # a global that is not allow-listed

@@ -122,7 +122,7 @@ class ContextMultiheadAttention(MultiheadAttention):
             ctx = self.acvi.draw(m, v, 1, dtype).squeeze(2)            # (B·H, T, d_h)
             ctx = ctx.transpose(0, 1).contiguous().view(T, bsz, D)
         else:
-            c = self.acvi.draw(m, v, K, dtype)                         # (B·H, T, K, d_h)
+            c = self.acvi.draw(m, v, K, dtype, antithetic=self.acvi.antithetic)  # (B·H, T, K, d_h)
             ctx = c.view(bsz, H, T, K, hd).permute(2, 0, 3, 1, 4).reshape(T, bsz, K, D)
         out = self.out_proj(ctx)
 

@@ -25,6 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fairseq_acvi.modules.context.base import (ContextInference, StepOutput, check_mc_combine,
+                                               check_mc_sampling,
                                                register_context)
 from fairseq_acvi.modules.scorers import masked_softmax
 
@@ -113,6 +114,8 @@ class ACVIContext(ContextInference):
         self.mc_samples = self.option(args, "mc_samples")
         #: how the K evaluation samples are combined (``--mc-combine``; training: one sample)
         self.mc_combine = check_mc_combine(self.option(args, "mc_combine"))
+        #: ``--mc-sampling antithetic``: the K evaluation samples in ± pairs (training: one sample)
+        self.antithetic = check_mc_sampling(self.option(args, "mc_sampling")) == "antithetic"
 
     def reset_method_parameters(self):
         """The log σ² output bias starts at ``--acvi-logvar-init`` (kept by the model's uniform
@@ -196,10 +199,15 @@ class ACVIContext(ContextInference):
                     "ctx_norm2": 2.0 * mean_sum, "ctx_var": v.mean(-1)}
 
     @staticmethod
-    def draw(m, v, k, dtype):
+    def draw(m, v, k, dtype, antithetic=False):
         """K reparameterised samples c = m + √v ⊙ ε (D 85), one batched draw: m, v (..., d)
-        float32 -> (..., K, d) in ``dtype``."""
-        eps = torch.randn(*m.shape[:-1], k, m.size(-1), device=m.device)
+        float32 -> (..., K, d) in ``dtype``. ``antithetic``: ε_1..ε_⌈K/2⌉ ~ N(0, I) followed by
+        −ε_1..−ε_⌊K/2⌋ — every sample still N(m, v), the pairs' mean exactly m (§2.2)."""
+        if antithetic and k > 1:
+            eps = torch.randn(*m.shape[:-1], (k + 1) // 2, m.size(-1), device=m.device)
+            eps = torch.cat([eps, -eps[..., :k // 2, :]], dim=-2)
+        else:
+            eps = torch.randn(*m.shape[:-1], k, m.size(-1), device=m.device)
         return (m.unsqueeze(-2) + v.sqrt().unsqueeze(-2) * eps).to(dtype)
 
     def step(self, scores, query, mem, prepared, t):
@@ -225,7 +233,8 @@ class ACVIContext(ContextInference):
         elif self.training and self.sampler == "gumbel":
             samples = self._gumbel_sample(out.aux["scores"], mu, var).unsqueeze(2).to(out.mean.dtype)
         else:
-            samples = self.draw(m, v, k, out.mean.dtype)               # (B, T, K, d)
+            samples = self.draw(m, v, k, out.mean.dtype,               # (B, T, K, d)
+                                antithetic=self.antithetic and not self.training)
         return replace(out, samples=samples, losses=self.kl_terms(m, v),
                        combine="prob" if self.training else self.mc_combine)
 

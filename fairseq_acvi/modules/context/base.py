@@ -51,12 +51,21 @@ CONTEXT_REGISTRY: Dict[str, type] = {}
 DEFAULT_MC_SAMPLES = 10
 #: how the K samples' distributions are combined at evaluation (``--mc-combine``; docs/method.md §2.2)
 MC_COMBINE_CHOICES = ("prob", "geometric")
+#: how the K samples' noise is drawn at evaluation (``--mc-sampling``; docs/method.md §2.2)
+MC_SAMPLING_CHOICES = ("iid", "antithetic")
 
 
 def check_mc_combine(value: str) -> str:
     """``--mc-combine`` checked (also when it comes from ``--model-overrides``, past argparse)."""
     if value not in MC_COMBINE_CHOICES:
         raise ValueError(f"--mc-combine must be one of {', '.join(MC_COMBINE_CHOICES)}, got {value!r}")
+    return value
+
+
+def check_mc_sampling(value: str) -> str:
+    """``--mc-sampling`` checked (also when it comes from ``--model-overrides``, past argparse)."""
+    if value not in MC_SAMPLING_CHOICES:
+        raise ValueError(f"--mc-sampling must be one of {', '.join(MC_SAMPLING_CHOICES)}, got {value!r}")
     return value
 
 
@@ -142,7 +151,7 @@ class ContextInference(nn.Module):
     #: this class's options and their defaults — the one place each is set (a model's
     #: architecture may override some; :func:`fill_context_defaults`). Read with :meth:`option`.
     DEFAULTS: Dict[str, object] = {"context_inference": "soft", "mc_samples": DEFAULT_MC_SAMPLES,
-                                   "mc_combine": "prob"}
+                                   "mc_combine": "prob", "mc_sampling": "iid"}
     #: extra features concatenated to every decoder input (VED's z); 0 for most variants
     decoder_input_dim: int = 0
     #: True when training needs the whole target (variational attention's inference network)
@@ -247,6 +256,12 @@ def add_context_args(parser):
                              "prob, the predictive p̄(y) = (1/K) Σ_k p(y | c_k) (default, the papers' "
                              "Monte-Carlo average), or geometric, softmax_y of (1/K) Σ_k log p(y | c_k): "
                              "the normalised exp E_q[log p], the term the ELBO trains (docs/method.md §2.2)")
+    parser.add_argument("--mc-sampling", choices=MC_SAMPLING_CHOICES,
+                        help="how the K evaluation samples' Gaussian noise is drawn: iid (default) or "
+                             "antithetic, ε_1..ε_⌈K/2⌉ and their negatives -ε: the same marginal "
+                             "N(m, v) per sample, the sample mean exactly m for even K, and the "
+                             "odd-order terms of the noise cancelled in the average (a variance "
+                             "reduction; ACVI; docs/method.md §2.2)")
     for cls in CONTEXT_REGISTRY.values():
         cls.add_args(parser)
 

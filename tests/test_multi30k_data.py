@@ -362,10 +362,12 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
     assert "| valid | {" in (run / "validate_valid.log").read_text()                   # made again
     (run / "checkpoint_best.pt").touch()
     res = _recipe(fake_bin, runs, CONTEXT="acvi", TAG="tiny", TRAIN=0, SKIP_DONE=1, EVAL_SPLITS="valid",
-                  ABLATE=0, MC_SWEEP="2", MC_COMBINE="geometric", MC_SAMPLING="antithetic")
+                  ABLATE=0, MC_SWEEP="2", MC_COMBINE="geometric", MC_SAMPLING="antithetic",
+                  MC_GEN_SEED="2")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert (run / "bleu_valid.json").stat().st_mtime_ns > kept["valid"]
-    assert json.loads((run / "bleu_valid_K2-geometric-antithetic.json").read_text())["n"] == N_OTHER
+    assert json.loads((run / "bleu_valid_K2-geometric-antithetic-seed2.json").read_text())["n"] == N_OTHER
+    assert "'seed': 2" in res.stdout + res.stderr                     # fairseq-generate --seed 2
     # fairseq logs the overrides
     assert "'mc_combine': 'geometric', 'mc_sampling': 'antithetic'" in res.stdout + res.stderr
     # fairseq's own LSTM through the same recipe (valid only), then the report over both runs
@@ -398,5 +400,7 @@ def test_recipe_rejects_bad_options(tmp_path):
     assert res.returncode == 2 and "MC_COMBINE must be prob|geometric, got 'mean'" in res.stderr
     res = _recipe(tmp_path / "nowhere", tmp_path / "runs", MC_SAMPLING="sobol")
     assert res.returncode == 2 and "MC_SAMPLING must be iid|antithetic, got 'sobol'" in res.stderr
+    res = _recipe(tmp_path / "nowhere", tmp_path / "runs", MC_GEN_SEED="two")
+    assert res.returncode == 2 and "MC_GEN_SEED must be a whole number, got 'two'" in res.stderr
     res = _recipe(tmp_path / "nowhere", tmp_path / "runs", EVAL_SPLITS="valid test2018")
     assert res.returncode == 2 and "EVAL_SPLITS must be valid|test2016|test2017, got 'test2018'" in res.stderr

@@ -1,4 +1,5 @@
 """fairseq-preprocess → fairseq-train → checkpoint → fairseq-generate through the real CLIs."""
+import json
 import os
 import random
 import re
@@ -218,3 +219,28 @@ def test_empty_source_line_and_mismatched_dictionary(data_bin, tmp_path):
     res = run_cli("fairseq_cli.generate", other / "bin", "--user-dir", USER_DIR, "--path", ckpt,
                   "--beam", "2", "--gen-subset", "test", check=False)
     assert res.returncode != 0 and "mismatched source dictionary" in res.stderr, res.stderr[-2000:]
+
+
+def test_antithetic_draws_bring_the_sample_average_closer_to_its_limit(data_bin, tmp_path):
+    """benchmarks/mc_estimator_error.py on a trained ACVI checkpoint with a wide posterior
+    (log σ² starts at 0): at the same K the antithetic average's gold-token log-probability is
+    nearer the K = 400 reference than the iid one's, and the report names every setting."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import mc_estimator_error as mce
+
+    train(data_bin, tmp_path, "--context-inference", "acvi", "--acvi-logvar-init", "0", updates=8)
+    out = tmp_path / "mce.json"
+    res = mce.main(["--data", str(data_bin), "--path", str(tmp_path / "checkpoint_last.pt"),
+                    "--ks", "2", "8", "--repeats", "10", "--reference-k", "400",
+                    "--max-sentences", "30", "--json", str(out)])
+    s = res["settings"]
+    assert set(s) == {"K0", "K2-iid", "K2-antithetic", "K8-iid", "K8-antithetic"}
+    assert res["tokens"] > 100 and json.loads(out.read_text())["settings"] == s
+    for k in (2, 8):
+        assert s[f"K{k}-antithetic"]["mse_ratio"] < 0.8, s
+        assert 0.0 < s[f"K{k}-antithetic"]["gold_mse"] < s[f"K{k}-iid"]["gold_mse"]
+    assert s["K8-iid"]["gold_mse"] < s["K2-iid"]["gold_mse"]          # more samples, nearer
+    with pytest.raises(SystemExit, match="not an ACVI model"):
+        soft = tmp_path / "soft"
+        train(data_bin, soft, "--context-inference", "soft", updates=1)
+        mce.main(["--data", str(data_bin), "--path", str(soft / "checkpoint_last.pt"), "--ks", "2"])

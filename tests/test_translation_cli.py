@@ -153,10 +153,11 @@ def test_mc_samples_override_and_weights_only_loading(data_bin, tmp_path):
 
 
 def test_preset_normalises_annotations_and_older_checkpoints_load_as_trained(data_bin, tmp_path):
-    """acvi_lstm_multi30k's ACVI normalises the annotations (the configuration chosen on Multi30K
-    validation, issue 26) and the checkpoint records it; a checkpoint written before
-    --acvi-value-norm existed (its options lack it) loads without the normalisation it never had,
-    not with today's preset default."""
+    """acvi_lstm_multi30k's ACVI normalises the annotations and draws its evaluation samples in
+    antithetic pairs (the configuration chosen on Multi30K validation, issue 26) and the
+    checkpoint records both; a checkpoint written before --acvi-value-norm / --mc-sampling existed
+    (its options lack them) loads as it was trained and decoded then, not with today's preset
+    defaults."""
     from fairseq import checkpoint_utils
 
     import fairseq_acvi  # noqa: F401
@@ -171,11 +172,17 @@ def test_preset_normalises_annotations_and_older_checkpoints_load_as_trained(dat
     load = {"arg_overrides": {"data": str(data_bin)}}
     models, _ = checkpoint_utils.load_model_ensemble([str(ckpt)], **load)
     assert models[0].decoder.context.value_norm == "layernorm"
+    assert saved.mc_sampling == "antithetic" and models[0].decoder.context.antithetic
     delattr(saved, "acvi_value_norm")                     # as written before 2026-11-26
+    delattr(saved, "mc_sampling")                         # as written before 2026-11-27
     old = tmp_path / "older.pt"
     torch.save(state, old)
     models, _ = checkpoint_utils.load_model_ensemble([str(old)], **load)
     assert models[0].decoder.context.value_norm == "none"
+    assert not models[0].decoder.context.antithetic       # decodes as it did then: iid draws
+    models, _ = checkpoint_utils.load_model_ensemble([str(old)], arg_overrides={
+        "data": str(data_bin), "mc_sampling": "antithetic"})
+    assert models[0].decoder.context.antithetic           # unless asked otherwise
     # the papers' set-up is one option away, and an explicit option wins over the preset
     train(data_bin, tmp_path / "plain", "--arch", "acvi_lstm_multi30k", "--context-inference",
           "acvi", "--acvi-value-norm", "none", updates=1)

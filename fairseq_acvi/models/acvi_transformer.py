@@ -234,7 +234,8 @@ def acvi_transformer_multi30k(args):
     # the KL schedule of acvi_lstm_multi30k (same data and batch size: 117 updates an epoch at
     # max-tokens 4000): KL off for 2 epochs, then a one-epoch linear warm-up to β = 1e-4; not its
     # normalised annotations (measured on the LSTM only; here the values are per-head projections
-    # of the encoder's layer-normalised output)
+    # of the encoder's layer-normalised output); its antithetic evaluation samples (an estimator
+    # of the same average with less variance, whatever the model)
     context_defaults(args, **dict(MULTI30K_CHOICE, acvi_value_norm="none"))
     for key, value in dict(encoder_embed_dim=256, encoder_ffn_embed_dim=1024,
                            encoder_attention_heads=4, encoder_layers=3, decoder_embed_dim=256,

@@ -273,8 +273,9 @@ def add_context_args(parser):
 #: lack one of these come from a checkpoint older than it, and
 #: :func:`keep_predating_values` gives it the value the model was trained with instead of today's
 #: preset default (``--acvi-value-norm``: ``layernorm`` in the Multi30K, summarization and
-#: captioning presets since 2026-11-27; none before it existed).
-PREDATING_VALUES = {"acvi_value_norm": "none"}
+#: captioning presets since 2026-11-27, none before it existed; ``--mc-sampling``: ``antithetic``
+#: in the same presets since 2026-11-27, iid draws before).
+PREDATING_VALUES = {"acvi_value_norm": "none", "mc_sampling": "iid"}
 
 
 def keep_predating_values(args):

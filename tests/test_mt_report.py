@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from fairseq_acvi import mt_eval
 from fairseq_acvi.cli import mt_report
 
 
@@ -71,27 +72,27 @@ def test_train_log_keeps_last_record_of_a_repeated_epoch(tmp_path):
     p.write_text(_record("valid", {"epoch": 1, "valid_nll_loss": "5"})
                  + _record("valid", {"epoch": 1, "valid_nll_loss": "4"})   # resumed run
                  + _record("valid", {"epoch": 2, "valid_nll_loss": "3"}))
-    recs = mt_report.parse_train_log(str(p))
+    recs = mt_eval.parse_train_log(str(p))
     assert recs["valid"] == {1: {"epoch": 1.0, "nll_loss": 4.0}, 2: {"epoch": 2.0, "nll_loss": 3.0}}
 
 
 def test_wall_time_is_summed_over_resumed_processes():
     """fairseq's wall clock starts again in a resumed process: 60, 120 | 30, 90 -> 120 + 90."""
     epochs = [{"train_wall": w} for w in (60.0, 120.0, 30.0, 90.0)]
-    assert mt_report.training_wall(epochs) == 210.0
-    assert mt_report.training_wall(epochs[:2]) == 120.0
-    assert mt_report.training_wall([{"epoch": 1}]) is None
+    assert mt_eval.training_wall(epochs) == 210.0
+    assert mt_eval.training_wall(epochs[:2]) == 120.0
+    assert mt_eval.training_wall([{"epoch": 1}]) is None
 
 
 def test_malformed_record_names_file_and_line(tmp_path):
     p = tmp_path / "train.log"
     p.write_text("x\n2026 | INFO | valid | {\"epoch\": 1, oops}\n")
-    with pytest.raises(mt_report.ReportError, match=r"train.log:2: malformed valid record"):
-        mt_report.parse_train_log(str(p))
+    with pytest.raises(mt_eval.ReportError, match=r"train.log:2: malformed valid record"):
+        mt_eval.parse_train_log(str(p))
 
 
 def test_read_run_best_epoch_bleu_source_use_and_sweep(fake_runs):
-    run = mt_report.read_run(str(fake_runs / "en_de" / "acvi-beta0.1_seed1"))
+    run = mt_eval.read_run(str(fake_runs / "en_de" / "acvi-beta0.1_seed1"))
     assert run["variant"] == "acvi-beta0.1" and run["seed"] == 1
     assert run["best_epoch"] == 2
     assert run["valid_ppl"] == pytest.approx(2 ** 4.0)          # 2^nll_loss, not 2^loss
@@ -111,15 +112,15 @@ def test_sweep_takes_the_default_k_from_the_training_command(fake_runs):
     meta = json.loads((acvi / "run.json").read_text())
     meta["extra_train_args"] = "--acvi-beta 0.1 --mc-samples 5 --log-interval 25"
     (acvi / "run.json").write_text(json.dumps(meta))
-    run = mt_report.read_run(str(acvi))
+    run = mt_eval.read_run(str(acvi))
     assert run["mc_sweep"]["valid"] == {0: 19.5, 5: 20.0}
     assert run["mc_sweep"]["test2016"] == {0: 20.5, 5: 21.0, 10: 21.0}
     # a deterministic context has no default K: its decodes are not a sweep point
-    assert mt_report.read_run(str(fake_runs / "en_de" / "soft_seed1"))["mc_sweep"] == {}
+    assert mt_eval.read_run(str(fake_runs / "en_de" / "soft_seed1"))["mc_sweep"] == {}
 
 
 def test_aggregate_means_and_sample_std_over_seeds(fake_runs):
-    agg = mt_report.aggregate(mt_report.find_runs([str(fake_runs)]))
+    agg = mt_eval.aggregate(mt_eval.find_runs([str(fake_runs)]))
     soft = agg["en_de"]["soft"]
     assert soft["seeds"] == [1, 2]
     assert soft["test2016_bleu_tok"]["mean"] == pytest.approx(31.0)
@@ -136,21 +137,21 @@ def test_an_unfinished_run_is_listed_but_not_averaged(fake_runs, tmp_path):
     enter the means with its best epoch so far: it stays out of them, the pairing and the
     comparison, and is named with its epoch; its curve is still drawn."""
     make_run(fake_runs, "soft", 3, [9.0, 4.0], {"valid": 12.0}, finished=False)
-    runs = mt_report.find_runs([str(fake_runs)])
+    runs = mt_eval.find_runs([str(fake_runs)])
     unfinished = [r for r in runs if r["seed"] == 3]
     assert [r["finished"] for r in unfinished] == [False]
     assert all(r["finished"] for r in runs if r["seed"] != 3)
-    soft = mt_report.aggregate(runs)["en_de"]["soft"]
+    soft = mt_eval.aggregate(runs)["en_de"]["soft"]
     assert soft["seeds"] == [1, 2] and soft["valid_ppl"]["mean"] == pytest.approx(8.0)
-    assert mt_report.aggregate(unfinished) == {}
-    md = mt_report.markdown(runs, mt_report.aggregate(runs), "t")
+    assert mt_eval.aggregate(unfinished) == {}
+    md = mt_eval.markdown(runs, mt_eval.aggregate(runs), "t")
     assert "Not in the means (training unfinished" in md and "soft seed 3 at epoch 2 (16.00)" in md
     assert "| soft | 3 | 7,978,931 | 2 / 2 (unfinished) | 16.00 |" in md
     assert "| soft | 2 | 8.00 ± 0.00 |" in md
     # a run merged from an earlier report that did not record it counts as finished
     merged = dict(unfinished[0], dir=None, source="x")
     del merged["finished"]
-    assert mt_report.aggregate([merged])["en_de"]["soft"]["seeds"] == [3]
+    assert mt_eval.aggregate([merged])["en_de"]["soft"]["seeds"] == [3]
     out = tmp_path / "out"
     assert mt_report.main([str(fake_runs), "--out-dir", str(out)]) == 0
     assert "seed 3 at epoch 2" in (out / "report.md").read_text()
@@ -159,8 +160,8 @@ def test_an_unfinished_run_is_listed_but_not_averaged(fake_runs, tmp_path):
 def test_a_run_started_but_without_an_epoch_is_named_so(fake_runs):
     """A run whose first epoch has not ended yet has no epoch and no perplexity to print."""
     make_run(fake_runs, "soft", 4, [], {}, finished=False)
-    runs = mt_report.find_runs([str(fake_runs)])
-    md = mt_report.markdown(runs, mt_report.aggregate(runs), "t")
+    runs = mt_eval.find_runs([str(fake_runs)])
+    md = mt_eval.markdown(runs, mt_eval.aggregate(runs), "t")
     assert "soft seed 4 before its first epoch ended" in md
     assert "at epoch –" not in md
 
@@ -170,13 +171,13 @@ def test_words_per_second_are_not_averaged_across_devices(fake_runs):
     seed2 = fake_runs / "en_de" / "soft_seed2" / "run.json"
     meta = json.loads(seed2.read_text())
     seed2.write_text(json.dumps(dict(meta, device="cuda")))
-    runs = mt_report.find_runs([str(fake_runs)])
-    soft = mt_report.aggregate(runs)["en_de"]["soft"]
+    runs = mt_eval.find_runs([str(fake_runs)])
+    soft = mt_eval.aggregate(runs)["en_de"]["soft"]
     assert soft["train_wps_device"] == "cpu" and soft["train_wps"]["n"] == 1
     only_gpu = [r for r in runs if r["variant"] == "soft" and r["seed"] == 2]
-    agg = mt_report.aggregate(only_gpu)["en_de"]["soft"]
+    agg = mt_eval.aggregate(only_gpu)["en_de"]["soft"]
     assert agg["train_wps_device"] == "cuda" and agg["train_wps"]["n"] == 1
-    assert "(cuda) |" in mt_report.markdown(only_gpu, {"en_de": {"soft": agg}}, "t")
+    assert "(cuda) |" in mt_eval.markdown(only_gpu, {"en_de": {"soft": agg}}, "t")
 
 
 def test_cli_writes_report_json_and_charts_and_compares(fake_runs, tmp_path, capsys):
@@ -223,8 +224,8 @@ def test_run_json_missing_key_names_the_file(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"pair": "en_de", "seed": 1}))
-    with pytest.raises(mt_report.ReportError, match=r"r/run.json: missing key 'context'"):
-        mt_report.read_run(str(run))
+    with pytest.raises(mt_eval.ReportError, match=r"r/run.json: missing key 'context'"):
+        mt_eval.read_run(str(run))
 
 
 def test_merge_counts_runs_of_an_earlier_report_and_pairs_seeds(fake_runs, tmp_path, capsys):

@@ -1,0 +1,29 @@
+"""The translation report (``python -m fairseq_acvi.cli.mt_report``, fairseq_acvi/cli/mt_report.py:
+its options and ``main``) as a library, one job per module, as :mod:`fairseq_acvi.babi_eval` is
+for bAbI: the tests and other scripts call these directly, and ``cli/`` holds one module per command.
+
+* :mod:`.logs` — the stock CLIs' logs of a run: ``fairseq-train``'s per-epoch records, parameter
+  count and "done training" line, ``fairseq-validate``'s record; :class:`~.logs.ReportError`.
+* :mod:`.runs` — one run folder read into a dict (best epoch, KL diagnostics, BLEU of every decode,
+  source use, the Monte-Carlo sweep), the folders under a root, the runs of earlier reports
+  (``--merge``).
+* :mod:`.summary` — mean ± std over seeds per pair and variant (finished runs only), seed-by-seed
+  paired differences, ``--compare``.
+* :mod:`.render` — ``report.md`` and the PNG charts.
+"""
+from fairseq_acvi.mt_eval.logs import (
+    ReportError, likelihood_bits, model_parameters, parse_train_log, parse_validate_log,
+    training_finished, training_wall)
+from fairseq_acvi.mt_eval.render import charts, fmt, markdown, variant_order
+from fairseq_acvi.mt_eval.runs import (
+    ABLATIONS, SPLITS, STOCHASTIC_CONTEXTS, combine_runs, default_mc_samples, find_runs,
+    load_merged, mc_sweep, read_run, source_use)
+from fairseq_acvi.mt_eval.summary import (
+    PAIRED_BASE, aggregate, compare, is_finished, mean_std, paired, wps_device)
+
+__all__ = [
+    "ReportError", "likelihood_bits", "model_parameters", "parse_train_log", "parse_validate_log",
+    "training_finished", "training_wall", "charts", "fmt", "markdown", "variant_order",
+    "ABLATIONS", "SPLITS", "STOCHASTIC_CONTEXTS", "combine_runs", "default_mc_samples",
+    "find_runs", "load_merged", "mc_sweep", "read_run", "source_use", "PAIRED_BASE", "aggregate",
+    "compare", "is_finished", "mean_std", "paired", "wps_device"]

@@ -20,8 +20,8 @@ BEAM="${BEAM:-10}"
 GEN_BATCH="${GEN_BATCH:-128}"
 GEN_ARGS="${GEN_ARGS:---max-len-a 2 --max-len-b 10}"
 MC_SWEEP="${MC_SWEEP:-}"
-MC_COMBINE="${MC_COMBINE:-prob}"
-MC_SAMPLING="${MC_SAMPLING:-iid}"
+MC_COMBINE="${MC_COMBINE:-}"     # empty: the checkpoint's own rule (its --mc-combine)
+MC_SAMPLING="${MC_SAMPLING:-}"   # empty: the checkpoint's own rule (its --mc-sampling)
 MC_GEN_SEED="${MC_GEN_SEED:-1}"
 ABLATE="${ABLATE:-1}"
 TRAIN="${TRAIN:-1}"
@@ -33,8 +33,8 @@ mt_process_defaults
 
 mt_split_pair "$PAIR"
 mt_require_choice CONTEXT "$CONTEXT" none soft acvi structured variational ved lstm
-mt_require_choice MC_COMBINE "$MC_COMBINE" prob geometric
-mt_require_choice MC_SAMPLING "$MC_SAMPLING" iid antithetic
+[[ -z "$MC_COMBINE" ]] || mt_require_choice MC_COMBINE "$MC_COMBINE" prob geometric
+[[ -z "$MC_SAMPLING" ]] || mt_require_choice MC_SAMPLING "$MC_SAMPLING" iid antithetic
 [[ "$MC_GEN_SEED" =~ ^[0-9]+$ ]] || { echo "[recipe] error: MC_GEN_SEED must be a whole number, got '$MC_GEN_SEED'" >&2; exit 2; }
 read -r -a SPLITS <<< "${EVAL_SPLITS:-valid test2016 test2017}"
 for split in "${SPLITS[@]}"; do mt_require_choice EVAL_SPLITS "$split" valid test2016 test2017; done
@@ -118,12 +118,13 @@ for SEED in $SEEDS; do
     done
   fi
   if [[ "$STOCHASTIC" == "1" && -n "$MC_SWEEP" ]]; then
-    # MC_COMBINE=geometric: the sweep's decodes combine the K samples by --mc-combine geometric
-    # and are named <split>_K<k>-geometric; MC_SAMPLING=antithetic draws them in ± pairs
-    # (--mc-sampling antithetic), <split>_K<k>-antithetic (K = 0, the mean, is the same either way)
+    # The sweep decodes with the checkpoint's own --mc-combine / --mc-sampling (the presets'
+    # choice, or what its training command set) under the names <split>_K<k>. MC_COMBINE=prob|
+    # geometric and MC_SAMPLING=iid|antithetic impose a rule on the model and name the decodes
+    # <split>_K<k>-<combine>-<sampling> (K = 0, the mean context, is the same under every rule)
     combine="" suffix=""
-    [[ "$MC_COMBINE" != "prob" ]] && combine=", 'mc_combine': '$MC_COMBINE'" suffix="-$MC_COMBINE"
-    [[ "$MC_SAMPLING" != "iid" ]] && combine+=", 'mc_sampling': '$MC_SAMPLING'" suffix+="-$MC_SAMPLING"
+    [[ -n "$MC_COMBINE" ]] && combine=", 'mc_combine': '$MC_COMBINE'" suffix="-$MC_COMBINE"
+    [[ -n "$MC_SAMPLING" ]] && combine+=", 'mc_sampling': '$MC_SAMPLING'" suffix+="-$MC_SAMPLING"
     # MC_GEN_SEED=N (not 1, fairseq-generate's default): the samples of another random seed
     # (--seed N), decodes named ...-seedN — the spread of a K-sample decode over its draws
     [[ "$MC_GEN_SEED" != "1" ]] && suffix+="-seed$MC_GEN_SEED"

@@ -370,6 +370,13 @@ def test_recipe_smoke_acvi_and_fairseq_lstm_then_report(fake_bin, tmp_path):
     assert "'seed': 2" in res.stdout + res.stderr                     # fairseq-generate --seed 2
     # fairseq logs the overrides
     assert "'mc_combine': 'geometric', 'mc_sampling': 'antithetic'" in res.stdout + res.stderr
+    # a rule asked for is imposed on the model, whatever the checkpoint's own default, and names the
+    # decode (the presets' ACVI decodes antithetic: MC_SAMPLING=iid must not fall back on that)
+    res = _recipe(fake_bin, runs, CONTEXT="acvi", TAG="tiny", TRAIN=0, EVAL_SPLITS="valid",
+                  DEFAULT_DECODE=0, ABLATE=0, MC_SWEEP="2", MC_SAMPLING="iid")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "{'mc_samples': 2, 'mc_sampling': 'iid'}" in res.stdout + res.stderr
+    assert json.loads((run / "bleu_valid_K2-iid.json").read_text())["n"] == N_OTHER
     # fairseq's own LSTM through the same recipe (valid only), then the report over both runs
     res = _recipe(fake_bin, runs, CONTEXT="lstm", MAX_EPOCH=1, EVAL_SPLITS="valid")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -14,6 +14,7 @@ _RECORD = re.compile(r"\|\s*(train|valid)\s*\|\s*(\{.*\})\s*$")
 class ReportError(ValueError):
     """A run folder that cannot be read; the message names the file (and line)."""
 
+
 def parse_train_log(path: str) -> Dict[str, Dict[int, dict]]:
     """Per-epoch ``train`` and ``valid`` records of a fairseq json log: {"train": {epoch: rec}, ...}.
 

@@ -22,7 +22,7 @@ END_KL = ("kl", "kl_true") + LOGGED_KL[1:]
 
 
 def read_run(run_dir: str) -> dict:
-    """Everything the report needs from one run folder (see the module docstring)."""
+    """Everything the report needs from one run folder (the files: fairseq_acvi/cli/mt_report.py)."""
     meta_path = os.path.join(run_dir, "run.json")
     try:
         meta = json.load(open(meta_path, encoding="utf-8"))

@@ -214,6 +214,33 @@ def test_paired_bootstrap_intervals_are_tabled_run_by_run(fake_runs, tmp_path):
     assert [r["bleu"]["valid"]["paired"]["delta"] for r in run if r["context"] == "acvi"] == [0.5]
 
 
+def test_seed_by_seed_table_subtracts_the_tagged_soft_variant(tmp_path, capsys):
+    """The runs of the recipes carry tags (soft-e20, acvi-vnorm-e20): the seed-by-seed table
+    subtracts the pair's one soft variant, whatever its tag; with two soft variants it needs
+    --paired-base, and a --paired-base that is no variant is named."""
+    root = tmp_path / "runs"
+    for seed, (s16, a16) in {1: (30.0, 31.5), 2: (32.0, 32.5)}.items():
+        make_run(root, "soft", seed, [3.0], {"valid": 30.0, "test2016": s16, "test2017": 25.0}, tag="e20")
+        make_run(root, "acvi", seed, [3.0], {"valid": 31.0, "test2016": a16, "test2017": 26.0},
+                 tag="vnorm-e20")
+    out = tmp_path / "out"
+    assert mt_report.main([str(root), "--out-dir", str(out), "--no-charts"]) == 0
+    md = (out / "report.md").read_text()
+    assert "BLEU minus `soft-e20`'s, seed by seed" in md
+    assert "| acvi-vnorm-e20 | 1, 2 | 1.00 ± 0.00 | 1.00 ± 0.71 | 1.00 ± 0.00 |" in md
+    make_run(root, "soft", 1, [3.0], {"valid": 29.0, "test2016": 29.0, "test2017": 24.0}, tag="e10")
+    assert mt_report.main([str(root), "--out-dir", str(out), "--no-charts"]) == 0
+    md = (out / "report.md").read_text()
+    assert "seed by seed" not in md and "several `soft` variants (soft-e10, soft-e20)" in md
+    assert mt_report.main([str(root), "--out-dir", str(out), "--no-charts",
+                           "--paired-base", "soft-e10"]) == 0
+    md = (out / "report.md").read_text()
+    assert "BLEU minus `soft-e10`'s" in md and "| soft-e20 | 1 | 1.00 | 1.00 | 1.00 |" in md
+    capsys.readouterr()
+    assert mt_report.main([str(root), "--out-dir", str(out), "--paired-base", "soft"]) == 2
+    assert "--paired-base soft: no such variant" in capsys.readouterr().err
+
+
 def test_no_runs_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert mt_report.main([str(tmp_path / "empty"), "--out-dir", str(tmp_path / "o")]) == 2

@@ -29,7 +29,8 @@ over seeds), ``valid_curves.png`` (validation perplexity per epoch), ``kl_curves
 parts and σ² per epoch) and ``mc_sweep.png`` (BLEU against K). ``--compare A B`` prints B against
 A (perplexity ratio, BLEU difference, speed ratio) — the side-by-side baseline check of
 ``benchmarks/multi30k_soft_vs_lstm.sh``. The report also gives every variant's BLEU minus
-``soft``'s seed by seed. ``--merge`` adds the runs an earlier report recorded in its
+``soft``'s seed by seed (the pair's one ``soft`` variant, whatever its tag, or the variant
+``--paired-base`` names). ``--merge`` adds the runs an earlier report recorded in its
 ``results.json`` (run folders are not kept, e.g. from another machine or an earlier day).
 """
 import argparse
@@ -48,6 +49,9 @@ def main(argv=None) -> int:
     p.add_argument("--title", default="Multi30K translation")
     p.add_argument("--compare", nargs=2, metavar=("BASE", "OTHER"),
                    help="print variant OTHER against BASE (e.g. lstm soft)")
+    p.add_argument("--paired-base", metavar="VARIANT",
+                   help="the variant the seed-by-seed table subtracts (default: the pair's one "
+                        "soft variant, e.g. soft-e20; none when there are several)")
     p.add_argument("--merge", nargs="+", default=[], metavar="RESULTS_JSON",
                    help="also count the runs recorded in these earlier reports' results.json "
                         "(their run folders need not exist any more)")
@@ -58,6 +62,9 @@ def main(argv=None) -> int:
         runs = combine_runs(found, load_merged(args.merge))
         if not runs:
             raise ReportError("no runs: give run folders and/or --merge results.json")
+        if args.paired_base and all(r["variant"] != args.paired_base for r in runs):
+            raise ReportError(f"--paired-base {args.paired_base}: no such variant among the runs ("
+                              + ", ".join(sorted({r['variant'] for r in runs})) + ")")
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -68,7 +75,7 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"runs": public, "aggregate": agg}, f, indent=1, default=str)
     with open(os.path.join(args.out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(runs, agg, args.title))
+        f.write(markdown(runs, agg, args.title, base=args.paired_base))
     written = [] if args.no_charts else charts(runs, agg, args.out_dir)
     print(f"[mt_report] {len(runs)} runs -> {args.out_dir}/report.md, results.json"
           + (", " + ", ".join(os.path.basename(w) for w in written) if written else ""))

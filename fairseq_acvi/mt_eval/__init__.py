@@ -19,11 +19,12 @@ from fairseq_acvi.mt_eval.runs import (
     ABLATIONS, SPLITS, STOCHASTIC_CONTEXTS, combine_runs, default_mc_samples, find_runs,
     load_merged, mc_sweep, read_run, source_use)
 from fairseq_acvi.mt_eval.summary import (
-    PAIRED_BASE, aggregate, compare, is_finished, mean_std, paired, wps_device)
+    PAIRED_BASE, aggregate, base_candidates, compare, is_finished, mean_std, paired, paired_base,
+    wps_device)
 
 __all__ = [
     "ReportError", "likelihood_bits", "model_parameters", "parse_train_log", "parse_validate_log",
     "training_finished", "training_wall", "charts", "fmt", "markdown", "variant_order",
     "ABLATIONS", "SPLITS", "STOCHASTIC_CONTEXTS", "combine_runs", "default_mc_samples",
     "find_runs", "load_merged", "mc_sweep", "read_run", "source_use", "PAIRED_BASE", "aggregate",
-    "compare", "is_finished", "mean_std", "paired", "wps_device"]
+    "base_candidates", "compare", "is_finished", "mean_std", "paired", "paired_base", "wps_device"]

@@ -6,7 +6,8 @@ import sys
 from typing import Dict, List, Optional
 
 from fairseq_acvi.mt_eval.runs import ABLATIONS, SPLITS
-from fairseq_acvi.mt_eval.summary import PAIRED_BASE, is_finished, paired
+from fairseq_acvi.mt_eval.summary import (PAIRED_BASE, base_candidates, is_finished, paired,
+                                           paired_base)
 
 
 def fmt(ms: Optional[dict], digits: int = 2) -> str:
@@ -32,7 +33,9 @@ def _decode_name(gen_file: str) -> str:
     return m.group(1) if m else gen_file
 
 
-def markdown(runs: List[dict], agg: dict, title: str) -> str:
+def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None) -> str:
+    """The report's tables. ``base``: the variant subtracted seed by seed (``--paired-base``;
+    default: the pair's one ``soft`` variant, :func:`~fairseq_acvi.mt_eval.summary.paired_base`)."""
     lines = [f"# {title}", "",
              "BLEU: tokenised, lower-cased (as published Multi30K baselines); detok: sacreBLEU on "
              "Moses-detokenised text. Valid ppl: 2^(likelihood loss) of the best epoch (ACVI: the "
@@ -109,20 +112,24 @@ def markdown(runs: List[dict], agg: dict, title: str) -> str:
                              f"{100 * d.get('level', 0.95):.0f}%: {d['low']:+.2f} to {d['high']:+.2f} | "
                              f"{100 * d['p_other_better']:.1f}% of {d['n_resamples']} |")
         paired_rows = []
-        for v in variant_order(agg[pair]):
-            if v == PAIRED_BASE or PAIRED_BASE not in agg[pair]:
+        pb = paired_base(runs, pair, base)
+        for v in variant_order(agg[pair]) if pb in agg[pair] else []:
+            if v == pb:
                 continue
-            diffs = {split: paired(runs, pair, PAIRED_BASE, v, split) for split in SPLITS}
+            diffs = {split: paired(runs, pair, pb, v, split) for split in SPLITS}
             if any(d is not None for d in diffs.values()):
                 seeds = sorted({s for d in diffs.values() if d for s in d["seeds"]})
                 paired_rows.append(f"| {v} | {', '.join(map(str, seeds))} | "
                                    + " | ".join(fmt(diffs[s]) for s in SPLITS) + " |")
         if paired_rows:
-            lines += ["", f"BLEU minus `{PAIRED_BASE}`'s, seed by seed (a seed fixes the data order, "
+            lines += ["", f"BLEU minus `{pb}`'s, seed by seed (a seed fixes the data order, "
                       "and the plugin's variants also start from the same weights), mean ± std over the "
                       "seeds both have:", "",
                       "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
             lines += paired_rows
+        elif base is None and len(base_candidates(runs, pair)) > 1:
+            lines += ["", f"(No seed-by-seed table: several `{PAIRED_BASE}` variants "
+                      f"({', '.join(base_candidates(runs, pair))}); `--paired-base` chooses one.)"]
         lines += ["", "Runs:", "",
                   "| variant | seed | parameters | best epoch / trained | valid ppl | test2016 | test2017 | "
                   "wall (s) | device | date | extra train args |",

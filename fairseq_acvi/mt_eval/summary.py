@@ -6,7 +6,7 @@ from typing import Dict, List, Optional
 
 from fairseq_acvi.mt_eval.runs import ABLATIONS, SPLITS, END_KL
 
-#: the variant every other one is compared with, seed by seed, in the report
+#: the context inference every other variant is compared with, seed by seed, in the report
 PAIRED_BASE = "soft"
 
 
@@ -63,6 +63,23 @@ def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
                                for s in SPLITS if any(s in r["mc_sweep"] for r in rs)}
             out.setdefault(pair, {})[variant] = agg
     return out
+
+def base_candidates(runs: List[dict], pair: str) -> List[str]:
+    """The variants of ``pair`` whose context inference is :data:`PAIRED_BASE` (``soft``,
+    ``soft-e20``, …), sorted."""
+    return sorted({r["variant"] for r in runs if r["pair"] == pair
+                   and r.get("context", r["variant"].split("-")[0]) == PAIRED_BASE})
+
+
+def paired_base(runs: List[dict], pair: str, chosen: Optional[str] = None) -> Optional[str]:
+    """The variant of ``pair`` that the report's seed-by-seed table subtracts: ``chosen`` when
+    given and present, else the pair's one :func:`base_candidates` variant; None when there is
+    none or several (then only ``chosen`` can tell which)."""
+    if chosen is not None:
+        return chosen if any(r["pair"] == pair and r["variant"] == chosen for r in runs) else None
+    candidates = base_candidates(runs, pair)
+    return candidates[0] if len(candidates) == 1 else None
+
 
 def paired(runs: List[dict], pair: str, base: str, other: str, split: str) -> Optional[dict]:
     """BLEU of ``other`` minus ``base`` on ``split``, seed by seed over the seeds both have:

@@ -1,5 +1,6 @@
 """Every ``python -m fairseq_acvi.cli.<tool> …`` command that the documentation shows in a code
-block parses with that tool's own argument parser: no missing required option, no misspelt or
+block parses with that tool's own argument parser, and every ``fairseq-train`` / ``-generate`` /
+``-validate`` command with fairseq's (the plugin's options included, through ``--user-dir``): no missing required option, no misspelt or
 retired option, no bad choice. (Two recipe docs once gave ``mt_report`` without its required
 ``--out-dir``.) Only the parsing is checked: nothing is run, and ``$VARIABLES`` / placeholders
 stand as values. Commands in fenced blocks and in indented code blocks count; a schematic one
@@ -13,7 +14,10 @@ import shlex
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMMAND = re.compile(r"python3? -m (fairseq_acvi\.cli\.[a-z_]+)(.*)")
+COMMAND = re.compile(r"(?:python3? -m (fairseq_acvi\.cli\.[a-z_]+)|^(fairseq-(?:train|generate|validate)))(.*)")
+#: fairseq's own command-line tools and the parsers they use
+FAIRSEQ_TOOLS = {"fairseq-train": "get_training_parser", "fairseq-generate": "get_generation_parser",
+                 "fairseq-validate": "get_validation_parser"}
 #: where a shell command line ends for the tool: a pipe, a list, a redirection, a comment
 SHELL_END = re.compile(r"\s(\||&&|;|>|2>|#)\s|\s(>|2>)\S")
 
@@ -44,11 +48,11 @@ def doc_commands():
                 i += 1
                 line = line.rstrip()[:-1] + " " + lines[i].strip()
             i += 1
-            m = COMMAND.search(line) if code else None
-            if m and not re.search(r"(^|\s)(\.\.\.|…)(\s|$)", m.group(2)):
-                rest = SHELL_END.split(" " + m.group(2) + " ")[0]
+            m = COMMAND.search(line.strip()) if code else None
+            if m and not re.search(r"(^|\s)(\.\.\.|…)(\s|$)", m.group(3)):
+                rest = SHELL_END.split(" " + m.group(3) + " ")[0]
                 where = f"{os.path.relpath(path, ROOT)}:{start + 1}"
-                found.append((where, m.group(1), shlex.split(rest)))
+                found.append((where, m.group(1) or m.group(2), shlex.split(rest)))
     return found
 
 
@@ -59,6 +63,10 @@ class _Parsed(Exception):
 def parse_only(module_name, argv):
     """Run the tool's argument parsing on ``argv`` and stop right after it (argparse's own errors
     raise SystemExit)."""
+    if module_name in FAIRSEQ_TOOLS:
+        from fairseq import options
+        options.parse_args_and_arch(getattr(options, FAIRSEQ_TOOLS[module_name])(), input_args=argv)
+        return
     module = importlib.import_module(module_name)
     if module_name == "fairseq_acvi.cli.generate":       # fairseq's parser, parsed in two passes
         from fairseq import options
@@ -84,8 +92,9 @@ COMMANDS = doc_commands()
 
 def test_the_docs_show_tool_commands():
     tools = {m for _, m, _ in COMMANDS}
-    assert len(COMMANDS) >= 20 and {"fairseq_acvi.cli.mt_report", "fairseq_acvi.cli.babi_report",
-                                    "fairseq_acvi.cli.summ_report"} <= tools, sorted(tools)
+    assert len(COMMANDS) >= 30 and {"fairseq_acvi.cli.mt_report", "fairseq_acvi.cli.babi_report",
+                                    "fairseq_acvi.cli.summ_report", "fairseq-train",
+                                    "fairseq-generate"} <= tools, sorted(tools)
 
 
 @pytest.mark.parametrize("where,module,argv", COMMANDS, ids=[w for w, _, _ in COMMANDS])
@@ -102,3 +111,12 @@ def test_a_missing_required_option_is_caught():
     with pytest.raises(SystemExit):
         parse_only("fairseq_acvi.cli.mt_report", ["runs/multi30k"])
     parse_only("fairseq_acvi.cli.mt_report", ["runs/multi30k", "--out-dir", "x"])
+
+
+def test_a_misspelt_plugin_option_is_caught(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    train = ["data-bin/x", "--user-dir", "fairseq_acvi", "--task", "translation", "--arch",
+             "acvi_lstm_multi30k", "--context-inference", "acvi", "--criterion", "elbo"]
+    parse_only("fairseq-train", train + ["--acvi-beta", "0.0001"])
+    with pytest.raises(SystemExit):
+        parse_only("fairseq-train", train + ["--acvi-betta", "0.0001"])

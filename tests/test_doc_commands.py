@@ -1,10 +1,10 @@
 """Every ``python -m fairseq_acvi.cli.<tool> …`` command that the documentation shows in a code
 block parses with that tool's own argument parser, and every ``fairseq-train`` / ``-generate`` /
-``-validate`` command with fairseq's (the plugin's options included, through ``--user-dir``): no missing required option, no misspelt or
-retired option, no bad choice. (Two recipe docs once gave ``mt_report`` without its required
-``--out-dir``.) Only the parsing is checked: nothing is run, and ``$VARIABLES`` / placeholders
-stand as values. Commands in fenced blocks and in indented code blocks count; a schematic one
-that elides arguments (``...``) is left out."""
+``-validate`` command with fairseq's (the plugin's options included, through ``--user-dir``): no
+missing required option, no misspelt or retired option, no bad choice. (Two recipe docs once gave
+``mt_report`` without its required ``--out-dir``.) Only the parsing is checked: nothing is run, and
+``$VARIABLES`` / placeholders stand as values. Commands in fenced blocks and in indented code blocks
+count; a schematic one that elides arguments (``...``) is left out."""
 import argparse
 import importlib
 import os
@@ -14,7 +14,8 @@ import shlex
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMMAND = re.compile(r"(?:python3? -m (fairseq_acvi\.cli\.[a-z_]+)|^(fairseq-(?:train|generate|validate)))(.*)")
+COMMAND = re.compile(r"(?:python3? -m (fairseq_acvi\.cli\.[a-z_]+)"
+                     r"|^(fairseq-(?:train|generate|validate)))(.*)")
 #: fairseq's own command-line tools and the parsers they use
 FAIRSEQ_TOOLS = {"fairseq-train": "get_training_parser", "fairseq-generate": "get_generation_parser",
                  "fairseq-validate": "get_validation_parser"}

@@ -64,15 +64,14 @@ class _Parsed(Exception):
 def parse_only(module_name, argv):
     """Run the tool's argument parsing on ``argv`` and stop right after it (argparse's own errors
     raise SystemExit)."""
-    if module_name in FAIRSEQ_TOOLS:
+    if module_name in FAIRSEQ_TOOLS or module_name == "fairseq_acvi.cli.generate":
+        # fairseq's parsers (the plugin's generate extends one), parsed in two passes
         from fairseq import options
-        options.parse_args_and_arch(getattr(options, FAIRSEQ_TOOLS[module_name])(), input_args=argv)
+        parser = (getattr(options, FAIRSEQ_TOOLS[module_name])() if module_name in FAIRSEQ_TOOLS
+                  else importlib.import_module(module_name).build_parser())
+        options.parse_args_and_arch(parser, input_args=argv)
         return
     module = importlib.import_module(module_name)
-    if module_name == "fairseq_acvi.cli.generate":       # fairseq's parser, parsed in two passes
-        from fairseq import options
-        options.parse_args_and_arch(module.build_parser(), input_args=argv)
-        return
     original = argparse.ArgumentParser.parse_args
 
     def parse_then_stop(self, args=None, namespace=None):

@@ -127,9 +127,9 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
                       "seeds both have:", "",
                       "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
             lines += paired_rows
-        elif base is None and len(base_candidates(runs, pair)) > 1:
+        elif base is None and len(candidates := base_candidates(runs, pair)) > 1:
             lines += ["", f"(No seed-by-seed table: several `{PAIRED_BASE}` variants "
-                      f"({', '.join(base_candidates(runs, pair))}); `--paired-base` chooses one.)"]
+                      f"({', '.join(candidates)}); `--paired-base` chooses one.)"]
         lines += ["", "Runs:", "",
                   "| variant | seed | parameters | best epoch / trained | valid ppl | test2016 | test2017 | "
                   "wall (s) | device | date | extra train args |",

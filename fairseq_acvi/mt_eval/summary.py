@@ -64,6 +64,7 @@ def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
             out.setdefault(pair, {})[variant] = agg
     return out
 
+
 def base_candidates(runs: List[dict], pair: str) -> List[str]:
     """The variants of ``pair`` whose context inference is :data:`PAIRED_BASE` (``soft``,
     ``soft-e20``, …), sorted."""

@@ -435,6 +435,29 @@ def test_target_only_mixture_equals_the_gathered_full_mixture():
     torch.testing.assert_close(g_fast, g_full.float().to(g_fast.dtype), rtol=1e-5, atol=1e-6)
 
 
+def test_gold_vocab_log_probs_is_the_log_softmax_at_the_gold_id_with_broadcasting():
+    """gold_vocab_log_probs(logits, y) = logit_y − logsumexp(logits) (the definition), values and
+    gradients, float32 out of float64 / float16 logits; logits (B, T, 1, n) broadcast against ids
+    (B, T, S) as the K samples of ACVI do, and ids (B, T, 1) against logits (B, T, S, n)."""
+    from fairseq_acvi.modules.copy_generator import gold_vocab_log_probs
+    g = torch.Generator().manual_seed(5)
+    B, T, S, n = 2, 3, 4, 11
+    for l_shape, y_shape in (((B, T, 1, n), (B, T, S)), ((B, T, S, n), (B, T, 1))):
+        logits = (3 * torch.randn(*l_shape, generator=g, dtype=torch.float64)).requires_grad_()
+        y = torch.randint(0, n, y_shape, generator=g)
+        lead = torch.broadcast_shapes(l_shape[:-1], y_shape)
+        got = gold_vocab_log_probs(logits, y)
+        assert got.shape == lead and got.dtype == torch.float32
+        ref = (logits.expand(*lead, n).gather(-1, y.expand(lead).unsqueeze(-1)).squeeze(-1)
+               - torch.logsumexp(logits, -1).expand(lead))
+        torch.testing.assert_close(got, ref.float(), rtol=1e-6, atol=1e-6)
+        g_got, = torch.autograd.grad(got.sum(), logits)
+        g_ref, = torch.autograd.grad(ref.sum(), logits)
+        torch.testing.assert_close(g_got, g_ref, rtol=1e-5, atol=1e-6)
+    half = torch.randn(5, n, generator=g).half()
+    assert gold_vocab_log_probs(half, torch.zeros(5, dtype=torch.long)).dtype == torch.float32
+
+
 @pytest.mark.parametrize("variant, opts", [("soft", {}), ("acvi", {"mc_samples": 4}),
                                            ("acvi", {"mc_samples": 4, "mc_combine": "geometric"}),
                                            ("acvi", {"mc_samples": 4, "acvi_sampler": "gumbel"}),

@@ -65,25 +65,37 @@ def copy_mixture_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Tensor, sr
     return mixed.clamp_min(eps).log()
 
 
+def gold_vocab_log_probs(vocab_logits: Tensor, ids: Tensor) -> Tensor:
+    """log P_vocab(y) = log_softmax(logits)[y] at one id per position, float32.
+
+    vocab_logits (..., n) and ids (...) long in [0, n), broadcast together -> (...). One fused
+    log-softmax (the tensor autograd keeps instead of the logits) and a gather: on a 50k-word
+    vocabulary this is about 1.5x faster on a CPU, forward and backward, than
+    ``logit_y − logsumexp(logits)``, whose forward and backward each make several passes and
+    temporaries the size of the logits (benchmarks/bench_gold_log_probs.py).
+    """
+    lp = F.log_softmax(vocab_logits.float(), dim=-1)
+    lead = torch.broadcast_shapes(lp.shape[:-1], ids.shape)
+    return lp.expand(*lead, lp.size(-1)).gather(-1, ids.expand(lead).unsqueeze(-1)).squeeze(-1)
+
+
 def copy_mixture_target_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Tensor, src_ids: Tensor,
                                   target: Tensor, eps: float = EPS) -> Tensor:
     """log P(y) of the copy mixture for the gold token y only, float32 (training and validation).
 
     The same value as ``copy_mixture_log_probs(...).gather(-1, y)``, the clamp at ``eps`` included,
-    without building any V-sized tensor besides the logits: the vocabulary part is
-    ``exp(logit_y − logsumexp(logits))`` (zero for a marker id y ≥ n_real), the copy part
+    without building the (..., V) mixture: the vocabulary part is ``exp(log_softmax(logits)[y])``
+    (:func:`gold_vocab_log_probs`; zero for a marker id y ≥ n_real), the copy part
     ``Σ_{i: x_i = y} a_i``. Shapes as :func:`copy_mixture_log_probs` (``vocab_logits`` (..., n_real),
     ``p_gen`` (..., 1), ``attn`` / ``src_ids`` (..., N), broadcast together) and ``target`` (...) long
     ids; returns (...) float32.
     """
-    logits = vocab_logits.float()
-    n_real = logits.size(-1)
-    lead = torch.broadcast_shapes(logits.shape[:-1], p_gen.shape[:-1], attn.shape[:-1],
+    n_real = vocab_logits.size(-1)
+    lead = torch.broadcast_shapes(vocab_logits.shape[:-1], p_gen.shape[:-1], attn.shape[:-1],
                                   src_ids.shape[:-1], target.shape)
     y = target.expand(lead)
     in_vocab = y < n_real
-    logit_y = logits.expand(*lead, n_real).gather(-1, y.clamp_max(n_real - 1).unsqueeze(-1)).squeeze(-1)
-    p_vocab_y = torch.exp(logit_y - torch.logsumexp(logits, dim=-1).expand(lead)) * in_vocab
+    p_vocab_y = torch.exp(gold_vocab_log_probs(vocab_logits, y.clamp_max(n_real - 1)).expand(lead)) * in_vocab
     copy_y = (attn.float().expand(*lead, attn.size(-1))
               * src_ids.expand(*lead, src_ids.size(-1)).eq(y.unsqueeze(-1))).sum(-1)
     p_gen = p_gen.float().squeeze(-1).expand(lead)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_acvi.modules.copy_generator import (EPS, CopySwitch, copy_mixture_log_probs,
-                                                 copy_mixture_target_log_probs)
+                                                 copy_mixture_target_log_probs, gold_vocab_log_probs)
 
 
 @dataclass
@@ -128,19 +128,14 @@ def vocab_only_log_probs(vocab_logits: Tensor, vocab_size: int, marker_log_prob:
 
 
 def vocab_only_target_log_probs(vocab_logits: Tensor, target: Tensor) -> Tensor:
-    """log P_vocab(y) of the gold token only, float32: ``logit_y − logsumexp(logits)``.
+    """log P_vocab(y) of the gold token only, float32 (:func:`gold_vocab_log_probs`).
 
     vocab_logits (..., n_real), target (...) long ids in [0, n_real) (markers already mapped to
     ``<unk>``; a larger id is an index error of ``gather``), broadcast together -> (...). The same
-    values as :func:`vocab_only_log_probs` gathered at ``target``, without a second
-    (..., n_real) tensor.
+    values as :func:`vocab_only_log_probs` gathered at ``target``, without its (..., V) copy with
+    the marker columns.
     """
-    logits = vocab_logits.float()
-    n_real = logits.size(-1)
-    lead = torch.broadcast_shapes(logits.shape[:-1], target.shape)
-    y = target.expand(lead)
-    logit_y = logits.expand(*lead, n_real).gather(-1, y.unsqueeze(-1)).squeeze(-1)
-    return logit_y - torch.logsumexp(logits, dim=-1).expand(lead)
+    return gold_vocab_log_probs(vocab_logits, target)
 
 
 class VocabularyOnlyOutput(OutputLayer):

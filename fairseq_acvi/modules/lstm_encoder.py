@@ -24,6 +24,14 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
+from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments
+
+#: on a CPU, batches whose longest source has at least this many positions run the LSTM unpacked
+#: (``bilstm_by_segments``): measured 2026-11-27 (benchmarks/bench_encoder_lstm.py), unpacked is
+#: 10× faster at 400 positions, 1.8× at 100, level at 64, and 0.7-0.9× on short translation
+#: batches (30-40 positions, 23-35 distinct lengths), where the packed call stays
+UNPACKED_MIN_LENGTH = 64
+
 #: values of --context-ablation (the decoder does "zero", the encoder "shuffle")
 ABLATIONS = ("none", "zero", "shuffle")
 
@@ -65,11 +73,16 @@ class BiLSTMEncoder(FairseqEncoder):
         if (lengths == 0).any():
             raise ValueError("empty source sequence in the batch: every source needs ≥ 1 token")
         x = F.dropout(x, p=self.dropout_in, training=self.training)
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
-                                                   enforce_sorted=False)
-        packed_out, (h_n, c_n) = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True,
-                                                total_length=x.size(1))
+        if x.device.type == "cpu" and x.size(1) >= UNPACKED_MIN_LENGTH:
+            # the same LSTM without packing: PyTorch's packed CPU backward is quadratic in the
+            # length (modules/segmented_lstm.py)
+            h, h_n, c_n = bilstm_by_segments(self.lstm, x, lengths)
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                                       enforce_sorted=False)
+            packed_out, (h_n, c_n) = self.lstm(packed)
+            h, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True,
+                                                    total_length=x.size(1))
         h = F.dropout(h, p=self.dropout_out, training=self.training)
         bsz = x.size(0)
 

@@ -212,8 +212,11 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         extra_in = self.context.decoder_input(prepared)
 
         s_all, feeds, steps, cov_losses = [], [], [], []
+        # one unbind, not T slices: the backward of every slice x[:, t] would zero-fill a gradient
+        # of the whole (B, T, E) input; unbind's stacks the T step gradients once
+        x_steps = x.unbind(1)
         for t in range(T):
-            parts = [x[:, t]]
+            parts = [x_steps[t]]
             if feed is not None:
                 parts.append(F.dropout(feed, p=self.dropout_out, training=self.training))
             if extra_in is not None:

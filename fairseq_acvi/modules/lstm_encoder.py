@@ -17,7 +17,6 @@ initial state — stay the sentence's own. Attention then reads the wrong source
 """
 from typing import Dict, List, Optional
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq import utils

@@ -20,17 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import timed  # noqa: E402
-from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments  # noqa: E402
+from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments, bilstm_packed  # noqa: E402
 
-
-def packed(lstm, x, lengths):
-    p = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, (h, c) = lstm(p)
-    out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
-    return out, h, c
-
-
-WAYS = {"packed": packed, "segments": bilstm_by_segments}
+WAYS = {"packed": bilstm_packed, "segments": bilstm_by_segments}
 
 
 def main():
@@ -50,7 +42,7 @@ def main():
         x = torch.randn(B, N, E, requires_grad=True)
         lengths = torch.randint(lo, N + 1, (B,))
         lengths[0] = N
-        ref, got = packed(lstm, x, lengths), bilstm_by_segments(lstm, x, lengths)
+        ref, got = bilstm_packed(lstm, x, lengths), bilstm_by_segments(lstm, x, lengths)
         assert all(torch.allclose(r, g, atol=1e-5) for r, g in zip(ref, got))
 
         def run(fn):

@@ -3,14 +3,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments, reverse_index, reverse_within
+from fairseq_acvi.modules.segmented_lstm import (bilstm_by_segments, bilstm_packed, reverse_index,
+                                                 reverse_within)
 
-
-def packed_reference(lstm, x, lengths):
-    p = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, (h, c) = lstm(p)
-    out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
-    return out, h, c
+packed_reference = bilstm_packed     # PyTorch's packed call: the reference
 
 
 def test_reverse_within_length_keeps_padding_in_place_and_is_its_own_inverse():

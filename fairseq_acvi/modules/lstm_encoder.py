@@ -23,7 +23,7 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
-from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments
+from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments, bilstm_packed
 
 #: on a CPU, batches whose longest source has at least this many positions run the LSTM unpacked
 #: (``bilstm_by_segments``): measured 2026-11-27 (benchmarks/bench_encoder_lstm.py), unpacked is
@@ -72,16 +72,10 @@ class BiLSTMEncoder(FairseqEncoder):
         if (lengths == 0).any():
             raise ValueError("empty source sequence in the batch: every source needs ≥ 1 token")
         x = F.dropout(x, p=self.dropout_in, training=self.training)
-        if x.device.type == "cpu" and x.size(1) >= UNPACKED_MIN_LENGTH:
-            # the same LSTM without packing: PyTorch's packed CPU backward is quadratic in the
-            # length (modules/segmented_lstm.py)
-            h, h_n, c_n = bilstm_by_segments(self.lstm, x, lengths)
-        else:
-            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
-                                                       enforce_sorted=False)
-            packed_out, (h_n, c_n) = self.lstm(packed)
-            h, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True,
-                                                    total_length=x.size(1))
+        # on a CPU, long sources without packing: PyTorch's packed CPU backward is quadratic in
+        # the length (modules/segmented_lstm.py)
+        unpacked = x.device.type == "cpu" and x.size(1) >= UNPACKED_MIN_LENGTH
+        h, h_n, c_n = (bilstm_by_segments if unpacked else bilstm_packed)(self.lstm, x, lengths)
         h = F.dropout(h, p=self.dropout_out, training=self.training)
         bsz = x.size(0)
 

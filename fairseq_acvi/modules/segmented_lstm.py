@@ -46,6 +46,16 @@ def reverse_within(x: Tensor, index: Tensor) -> Tensor:
     return x.gather(1, index.unsqueeze(-1).expand(-1, -1, x.size(-1)))
 
 
+def bilstm_packed(lstm: nn.LSTM, x: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """The packed call itself (GPUs, short batches, the reference of the tests and benchmark):
+    same arguments and outputs as :func:`bilstm_by_segments`."""
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                               enforce_sorted=False)
+    out, (h_n, c_n) = lstm(packed)
+    out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    return out, h_n, c_n
+
+
 def one_direction(x: Tensor, weights: List[Tensor], lengths: Tensor, bounds: List[int],
                   has_biases: bool) -> Tuple[Tensor, Tensor, Tensor]:
     """A one-layer unidirectional LSTM over right-padded x (B, N, E), the time axis cut at the
@@ -53,16 +63,17 @@ def one_direction(x: Tensor, weights: List[Tensor], lengths: Tensor, bounds: Lis
     c (B, H)), h and c taken at each sequence's own last position."""
     B, H = x.size(0), weights[1].size(1)
     zero = x.new_zeros(1, B, H)
-    state = (zero, zero)
-    pieces, h_fin, c_fin, start = [], None, None, 0
-    for end in bounds:
-        out, h, c = torch.lstm(x[:, start:end], state, weights, has_biases, 1, 0.0, False, False,
-                               True)
+    state, h_fin, c_fin = (zero, zero), zero[0], zero[0]
+    # one split, not a slice per segment (each slice's backward zero-fills a gradient of all of x)
+    sizes = [end - start for start, end in zip([0] + bounds[:-1], bounds)]
+    segments = x[:, :bounds[-1]].split(sizes, dim=1)
+    pieces = []
+    for end, seg in zip(bounds, segments):
+        out, h, c = torch.lstm(seg, state, weights, has_biases, 1, 0.0, False, False, True)
         pieces.append(out)
-        done = (lengths == end).view(B, 1)
-        h_fin = torch.where(done, h[0], h_fin if h_fin is not None else h[0])
-        c_fin = torch.where(done, c[0], c_fin if c_fin is not None else c[0])
-        state, start = (h, c), end
+        done = (lengths == end).view(B, 1)          # the last bound is every remaining length
+        h_fin, c_fin = torch.where(done, h[0], h_fin), torch.where(done, c[0], c_fin)
+        state = (h, c)
     out = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)
     return out, h_fin, c_fin
 

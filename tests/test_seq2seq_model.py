@@ -209,3 +209,30 @@ def test_dropped_presets_still_name_their_base_architecture():
     for old, (model_name, base) in LEGACY_ARCHITECTURES.items():
         assert ARCH_CONFIG_REGISTRY[old] is base is ARCH_CONFIG_REGISTRY[model_name]
         assert ARCH_MODEL_REGISTRY[old] is ARCH_MODEL_REGISTRY[model_name]
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_decoder_draws_fairseqs_dropout_masks(monkeypatch, layers):
+    """Per training step, as fairseq's LSTMDecoder: the feed's mask and one per layer output,
+    the last layer's included though unused (so seeded runs keep their random stream)."""
+    torch.manual_seed(0)
+    model, d = build_model("soft", dropout=0.3, decoder_layers=layers)
+    model.train()
+    src, lengths, prev = _batch(d)
+    enc = model.encoder(src, lengths)
+    shapes = []
+    real = torch.nn.functional.dropout
+
+    def counting(x, p=0.5, training=True, inplace=False):
+        if training and p > 0:
+            shapes.append(tuple(x.shape))
+        return real(x, p, training, inplace)
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", counting)
+    model.decoder(prev, enc)
+    B, T = prev.shape
+    H = model.decoder.hidden_size
+    feed = model.decoder.feed_dim
+    embed = model.decoder.embed_tokens.embedding_dim
+    per_step = [(B, feed)] + [(B, H)] * layers
+    assert shapes == [(B, T, embed)] + per_step * T + [(B, T, 1, feed)]   # last: the output layer's

@@ -173,7 +173,9 @@ def test_acvi_mc_average_is_over_the_mixed_distribution():
         mean, _ = dec(prev, enc)
         assert not calls                                          # K = 0: the mean, no samples
         dec.context.mc_samples = 16
-        mc, _ = dec(prev, enc)
+        with torch.enable_grad():        # the log-space path, which has every sample's log P
+            mc, _ = dec(prev, enc)
+        mc = mc.detach()
         seen, = calls
         p_gen = dec.head.switch(seen["ctx"], seen["s"].unsqueeze(2), seen["x"].unsqueeze(2))
     K = 16
@@ -205,8 +207,10 @@ def test_acvi_geometric_combination_is_the_normalised_mean_log_probability(chunk
     with torch.no_grad():
         enc = model.encoder(src, lengths)
         torch.manual_seed(5)
-        prob, _ = dec(prev, enc)
-        lp = recorded_lp()                                        # (B, T, K, V)
+        with torch.enable_grad():        # the log-space path, which has every sample's log P
+            prob, _ = dec(prev, enc)
+        prob = prob.detach()
+        lp = recorded_lp().detach()                               # (B, T, K, V)
         dec.context.mc_combine = "geometric"
         torch.manual_seed(5)
         geo, _ = dec(prev, enc)
@@ -218,6 +222,40 @@ def test_acvi_geometric_combination_is_the_normalised_mean_log_probability(chunk
     assert (geo - prob).abs().max() > 1e-3
     with pytest.raises(ValueError, match="--mc-combine must be one of prob, geometric, got 'mean'"):
         build_model("acvi", mc_combine="mean")
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["one-pass", "chunked"])
+def test_decoding_averages_the_samples_in_probability_space_to_the_same_value(chunked,
+                                                                               monkeypatch):
+    """Without autograd the copy mixture's K samples are averaged in probability space (one log
+    at the end, output_layers.py): the same log Σ_k P_k / K as the log-space path, also chunk by
+    chunk and step by step (incremental decoding)."""
+    from fairseq_acvi.modules import context_decoder
+    model, d, (src, lengths, prev), calls = _noisy_acvi_recording_outputs()
+    dec = model.decoder
+    if chunked:
+        monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 3 * 5 * len(d) * 3)   # 3 a chunk
+    dec.context.mc_samples = 8
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        torch.manual_seed(5)
+        with torch.enable_grad():
+            ref, _ = dec(prev, enc)
+        assert calls                                              # the log-space path ran
+        calls.clear()
+        torch.manual_seed(5)
+        fast, _ = dec(prev, enc)
+        assert not calls                                          # and this one did not
+        state, steps = {}, []
+        torch.manual_seed(5)
+        for t in range(prev.size(1)):
+            lp, _ = dec(prev[:, :t + 1], enc, incremental_state=state)
+            steps.append(lp)
+    torch.testing.assert_close(fast, ref.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast.exp().sum(-1), torch.ones(3, 5))
+    inc = torch.cat(steps, dim=1)            # (fresh samples per step: normalised, not equal)
+    assert torch.isfinite(inc).all() and inc.shape == fast.shape
+    torch.testing.assert_close(inc.exp().sum(-1), torch.ones(3, 5))
 
 
 def test_coverage_loss_matches_a_hand_computation():

@@ -309,10 +309,33 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
     def _output(self, hid, ctx, s, out: StepOutput, x, cache, target=None) -> Tensor:
         """hid (B, T, S, out_dim), ctx (B, T, S, d_c) -> the output layer's (B, T, S, V) or, with
         ``target`` (B, T), (B, T, S)."""
-        inputs = OutputInputs(ctx=ctx, s=s.unsqueeze(2), x=x.unsqueeze(2),
-                              attn=None if out.attn is None else out.attn.unsqueeze(2),
-                              src_ids=cache["src_ids"][:, None, None, :] if "src_ids" in cache else None)
+        inputs = self._output_inputs(ctx, s, out, x, cache)
         return self.head(hid, inputs, None if target is None else target.unsqueeze(2))
+
+    @staticmethod
+    def _output_inputs(ctx, s, out: StepOutput, x, cache) -> OutputInputs:
+        return OutputInputs(ctx=ctx, s=s.unsqueeze(2), x=x.unsqueeze(2),
+                            attn=None if out.attn is None else out.attn.unsqueeze(2),
+                            src_ids=cache["src_ids"][:, None, None, :] if "src_ids" in cache else None)
+
+    def _averaged_in_probability_space(self, s, out: StepOutput, x, cache) -> Tensor:
+        """log Σ_s w_s P_s (B, T, V) float32, the "prob" combination formed by the output layer
+        in probability space (:attr:`OutputLayer.averages_in_probability_space`), chunk by chunk
+        of samples as :meth:`_combined`: one log at the end instead of one per sample and a
+        log-sum-exp over them. Used without autograd (decoding)."""
+        B, T, S = out.samples.shape[:3]
+        w = (out.log_weights.float().exp() if out.log_weights is not None
+             else out.samples.new_full((B, T, S), 1.0 / S, dtype=torch.float32))
+        step = self._chunk_size(B * T, S, len(self.dictionary))
+        total = None
+        for i in range(0, S, step):
+            ctx = out.samples[:, :, i:i + step]
+            s_ = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
+            hid = torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
+            share = self.head.prob_share(hid, self._output_inputs(ctx, s, out, x, cache),
+                                         w[:, :, i:i + step])
+            total = share if total is None else tuple(a + b for a, b in zip(total, share))
+        return self.head.from_prob_share(total, self._output_inputs(None, s, out, x, cache))
 
     def _predict(self, s, feeds, out: StepOutput, x, cache, stats: Optional[Dict] = None):
         """log P (B, T, V) float32, the K-sample average (D 88), finished by the output layer
@@ -326,6 +349,14 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if out.samples is None:  # one context per step, the mean: reuse the recurrent path
             return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x,
                                 cache).squeeze(2)
+        if (out.combine == "prob" and not torch.is_grad_enabled()
+                and self.head.averages_in_probability_space):
+            lp_mean = self._averaged_in_probability_space(s, out, x, cache)
+            if stats is not None and out.samples.size(2) > 1:
+                # the decomposition reads every sample's distribution; the search reads lp_mean,
+                # the same values whether the uncertainty is recorded or not
+                stats["uncertainty"] = self._sample_uncertainty(s, out, x, cache, lp_mean)
+            return lp_mean
         B, T, S = out.samples.shape[:3]
         step = self._chunk_size(B * T, S, len(self.dictionary))
         if step >= S:
@@ -362,6 +393,23 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if parts is not None:
             stats["uncertainty"] = parts.result((mix or comb).result())
         return comb.result()
+
+    def _sample_uncertainty(self, s, out: StepOutput, x, cache, lp_mean: Tensor) -> Tensor:
+        """The (B, T, 3) uncertainty decomposition of the S samples around their average
+        ``lp_mean`` (B, T, V), with the chunks of :meth:`_combined`."""
+        B, T, S = out.samples.shape[:3]
+        step = self._chunk_size(B * T, S, len(self.dictionary))
+        if step >= S:
+            lp = self.output_log_probs(s, out.samples, out, x, cache)
+            return unc.decompose(lp, lp_mean, out.log_weights)
+        log_w = (out.log_weights.float() if out.log_weights is not None
+                 else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
+        parts = unc.SampleAccumulator()
+        for i in range(0, S, step):
+            lp = self.output_log_probs(s, out.samples[:, :, i:i + step], out, x, cache)
+            for j in range(lp.size(2)):
+                parts.add(lp[:, :, j], log_w[:, :, i + j])
+        return parts.result(lp_mean)
 
     @staticmethod
     def _chunk_size(rows: int, S: int, n_logits: int) -> int:

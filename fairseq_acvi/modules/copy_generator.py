@@ -53,15 +53,26 @@ def copy_mixture_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Tensor, sr
     p_gen = p_gen.float()
     lead = torch.broadcast_shapes(p_vocab.shape[:-1], p_gen.shape[:-1], attn.shape[:-1],
                                   src_ids.shape[:-1])
-    n_real, N = p_vocab.size(-1), attn.size(-1)
+    n_real = p_vocab.size(-1)
     if n_real > vocab_size:
         raise ValueError(f"copy mixture: {n_real} vocabulary logits for a dictionary of {vocab_size}")
-    gen = (p_gen * p_vocab).expand(*lead, n_real)
+    return mixture_log_probs((p_gen * p_vocab).expand(*lead, n_real),
+                             (1.0 - p_gen).expand(*lead, 1), attn, src_ids, vocab_size, eps)
+
+
+def mixture_log_probs(gen: Tensor, copy_mass: Tensor, attn: Tensor, src_ids: Tensor,
+                      vocab_size: int, eps: float = EPS) -> Tensor:
+    """log(gen ⊕ copy_mass · a scattered onto the source ids), clamped at ``eps``, float32.
+
+    gen (..., n_real) the generation part (p_gen P_vocab, or a weighted sum of such parts over
+    samples), copy_mass (..., 1) the copy probability (1 − p_gen, or its weighted sum), attn and
+    src_ids (..., N) broadcastable against them. Returns (..., V)."""
+    lead = gen.shape[:-1]
+    n_real, N = gen.size(-1), attn.size(-1)
     if n_real < vocab_size:
         gen = torch.cat([gen, gen.new_zeros(*lead, vocab_size - n_real)], dim=-1)
-    copy = ((1.0 - p_gen) * attn.float()).expand(*lead, N)
-    index = src_ids.expand(*lead, N)
-    mixed = gen.scatter_add(-1, index, copy)                             # (..., V)
+    copy = (copy_mass * attn.float()).expand(*lead, N)
+    mixed = gen.scatter_add(-1, src_ids.expand(*lead, N), copy)          # (..., V)
     return mixed.clamp_min(eps).log()
 
 

@@ -14,6 +14,12 @@ distributions (D 88) and calls :meth:`OutputLayer.finish` on the result. An outp
 and returns log P (B, T, S, V) float32, or with ``target`` (B, T, 1) long the gold token's
 log P (B, T, S) only (where :attr:`OutputLayer.supports_target_scoring`).
 
+Decoding averages the S distributions (the "prob" combination, no autograd): a layer with
+:attr:`OutputLayer.averages_in_probability_space` (the copy mixture) sums the weighted
+probabilities of the samples and takes one log at the end, instead of S logs and a log-sum-exp
+over (B, T, S, V) (the same value up to float rounding; 2026-11-27: most of a K = 10 CNN/DM
+decoding step went to those passes).
+
 Layers: :class:`VocabularyOutput` (softmax over the dictionary: translation, captioning),
 :class:`CopyOutput` (the pointer-generator's copy mixture, See et al. 2017) and
 :class:`VocabularyOnlyOutput` (the pointer-generator's no-copy baseline). Everything they return
@@ -29,7 +35,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_acvi.modules.copy_generator import (EPS, CopySwitch, copy_mixture_log_probs,
-                                                 copy_mixture_target_log_probs, gold_vocab_log_probs)
+                                                 copy_mixture_target_log_probs, gold_vocab_log_probs,
+                                                 mixture_log_probs)
 
 
 @dataclass
@@ -74,6 +81,19 @@ class OutputLayer(nn.Module):
         """Applied to the combined distribution (B, T, V) the decoder returns."""
         return lprobs
 
+    #: the layer can average samples in probability space (:meth:`prob_share`,
+    #: :meth:`from_prob_share`), which the decoder then does when decoding (module docstring)
+    averages_in_probability_space = False
+
+    def prob_share(self, hid: Tensor, inputs: OutputInputs, w: Tensor):
+        """A chunk of c samples' share of Σ_s w_s P_s: hid (B, T, c, out_dim), w (B, T, c)
+        weights -> the layer's own partial sums (summed over chunks, then :meth:`from_prob_share`)."""
+        raise NotImplementedError
+
+    def from_prob_share(self, share, inputs: OutputInputs) -> Tensor:
+        """The summed shares -> log Σ_s w_s P_s (B, T, V) float32."""
+        raise NotImplementedError
+
     def forward(self, hid: Tensor, inputs: OutputInputs, target: Optional[Tensor] = None) -> Tensor:
         raise NotImplementedError  # pragma: no cover - interface
 
@@ -112,6 +132,23 @@ class CopyOutput(OutputLayer):
         if target is not None:
             return copy_mixture_target_log_probs(logits, p_gen, inputs.attn, inputs.src_ids, target)
         return copy_mixture_log_probs(logits, p_gen, inputs.attn, inputs.src_ids, self.vocab_size)
+
+    averages_in_probability_space = True
+
+    def prob_share(self, hid, inputs, w):
+        """(Σ_c w_c p_gen,c P_vocab,c (B, T, n_real), Σ_c w_c (1 − p_gen,c) (B, T, 1)), float32:
+        the attention a_t is the same for every sample, so the copy part of the average is
+        (Σ_s w_s (1 − p_gen,s)) a_t, scattered once (:meth:`from_prob_share`)."""
+        p_vocab = F.softmax(self.logits(hid).float(), dim=-1)                # (B, T, c, n_real)
+        p_gen = self.switch(inputs.ctx, inputs.s, inputs.x).float()           # (B, T, c, 1)
+        w = w.float().unsqueeze(-1)                                            # (B, T, c, 1)
+        gen = torch.matmul((w * p_gen).transpose(-1, -2), p_vocab).squeeze(-2)
+        return gen, (w * (1.0 - p_gen)).sum(-2)
+
+    def from_prob_share(self, share, inputs):
+        gen, copy_mass = share
+        return mixture_log_probs(gen, copy_mass, inputs.attn.squeeze(2), inputs.src_ids.squeeze(2),
+                                 self.vocab_size)
 
 
 def vocab_only_log_probs(vocab_logits: Tensor, vocab_size: int, marker_log_prob: float) -> Tensor:

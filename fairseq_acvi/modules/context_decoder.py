@@ -302,9 +302,19 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         """The output layer on contexts ``ctx`` (P 4): s (B, T, H), ctx (B, T, S, d_c), x (B, T, E)
         -> log-probs (B, T, S, V) float32; with ``target`` (B, T) long, log P(y_t) of the gold
         tokens only, (B, T, S)."""
+        return self._output(self._hidden(s, ctx), ctx, s, out, x, cache, target)
+
+    def _hidden(self, s: Tensor, ctx: Tensor) -> Tensor:
+        """tanh(W_c [s_t ; c]) (B, T, S, out_dim) for every context c in ctx (B, T, S, d_c)."""
         s_ = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
-        hid = torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
-        return self._output(hid, ctx, s, out, x, cache, target)
+        return torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
+
+    @staticmethod
+    def _sample_log_weights(out: StepOutput) -> Tensor:
+        """log w_s (B, T, S) float32 of the S contexts: theirs, or uniform."""
+        B, T, S = out.samples.shape[:3]
+        return (out.log_weights.float() if out.log_weights is not None
+                else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
 
     def _output(self, hid, ctx, s, out: StepOutput, x, cache, target=None) -> Tensor:
         """hid (B, T, S, out_dim), ctx (B, T, S, d_c) -> the output layer's (B, T, S, V) or, with
@@ -324,15 +334,13 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         of samples as :meth:`_combined`: one log at the end instead of one per sample and a
         log-sum-exp over them. Used without autograd (decoding)."""
         B, T, S = out.samples.shape[:3]
-        w = (out.log_weights.float().exp() if out.log_weights is not None
-             else out.samples.new_full((B, T, S), 1.0 / S, dtype=torch.float32))
+        w = self._sample_log_weights(out).exp()
         step = self._chunk_size(B * T, S, len(self.dictionary))
         total = None
         for i in range(0, S, step):
             ctx = out.samples[:, :, i:i + step]
-            s_ = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
-            hid = torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
-            share = self.head.prob_share(hid, self._output_inputs(ctx, s, out, x, cache),
+            share = self.head.prob_share(self._hidden(s, ctx),
+                                         self._output_inputs(ctx, s, out, x, cache),
                                          w[:, :, i:i + step])
             total = share if total is None else tuple(a + b for a, b in zip(total, share))
         return self.head.from_prob_share(total, self._output_inputs(None, s, out, x, cache))
@@ -372,8 +380,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         # log Σ w p ("prob") or Σ w log p ("logprob") over the chunks. Under autograd each chunk,
         # output layer and weighting together, is recomputed in the backward pass: memory holds
         # the (B, T, V) running sum, not S chunks' (B, T, ·, V) log-probabilities.
-        log_w = (out.log_weights.float() if out.log_weights is not None
-                 else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
+        log_w = self._sample_log_weights(out)
         comb = RunningCombination(out.combine)
         parts = unc.SampleAccumulator() if stats is not None else None
         # the uncertainty needs the predictive average p̄ also when another combination is returned
@@ -402,8 +409,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if step >= S:
             lp = self.output_log_probs(s, out.samples, out, x, cache)
             return unc.decompose(lp, lp_mean, out.log_weights)
-        log_w = (out.log_weights.float() if out.log_weights is not None
-                 else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
+        log_w = self._sample_log_weights(out)
         parts = unc.SampleAccumulator()
         for i in range(0, S, step):
             lp = self.output_log_probs(s, out.samples[:, :, i:i + step], out, x, cache)

@@ -293,3 +293,35 @@ def test_merge_rejects_a_run_present_twice_and_a_foreign_file(fake_runs, tmp_pat
     bad.write_text(json.dumps({"rows": []}))
     assert mt_report.main(["--merge", str(bad), "--out-dir", str(tmp_path / "o")]) == 2
     assert "bad.json: not an mt_report results.json" in capsys.readouterr().err
+
+
+def test_character_target_runs_report_chrf_and_the_replan_share(tmp_path, capsys):
+    """recipes/mt_pag.sh's runs: chrF beside BLEU in every bleu_<split>.json and replan.json
+    (planning attention only): the chrF table, chrF minus soft's seed by seed, the replan share."""
+    root = tmp_path / "runs"
+    scores = {("soft", 1): (20.0, 50.0), ("soft", 2): (21.0, 51.0),
+              ("pag", 1): (20.5, 50.25), ("pag", 2): (22.0, 52.75)}
+    for (variant, seed), (bleu, chrf) in scores.items():
+        run = make_run(root, variant, seed, [2.0, 1.0], {"valid": bleu, "test2016": bleu})
+        for split in ("valid", "test2016"):
+            path = run / f"bleu_{split}.json"
+            path.write_text(json.dumps(dict(json.loads(path.read_text()), chrf=chrf)))
+        if variant == "pag":
+            (run / "replan.json").write_text(json.dumps(
+                {"best": {"epoch": 2, "replan": 0.40 + 0.02 * seed}, "last": {"epoch": 2}}))
+    out = tmp_path / "out"
+    assert mt_report.main([str(root), "--out-dir", str(out), "--no-charts",
+                           "--compare", "soft", "pag"]) == 0
+    md = (out / "report.md").read_text()
+    assert "| soft | 2 | 50.50 ± 0.71 | 50.50 ± 0.71 | – | – |" in md
+    assert "| pag | 2 | 51.50 ± 1.77 | 51.50 ± 1.77 | – | 43.0 ± 1.4 % |" in md
+    assert "chrF minus `soft`'s, seed by seed" in md
+    assert "| pag | 1, 2 | 1.00 ± 1.06 | 1.00 ± 1.06 | – |" in md          # +0.25, +1.75
+    assert "| pag | 1, 2 | 0.75 ± 0.35 | 0.75 ± 0.35 | – |" in md          # BLEU: +0.5, +1.0
+    assert "test2016 chrF 51.50 vs 50.50 (+1.00)" in capsys.readouterr().out
+    data = json.loads((out / "results.json").read_text())
+    assert sorted(r["replan"] for r in data["runs"] if r["context"] == "pag") == pytest.approx([0.42, 0.44])
+    bad = root / "en_de" / "pag_seed1" / "replan.json"
+    bad.write_text(json.dumps({"last": {}}))
+    assert mt_report.main([str(root), "--out-dir", str(out), "--no-charts"]) == 2
+    assert "pag_seed1/replan.json: not a replan.json" in capsys.readouterr().err

@@ -21,7 +21,10 @@ wall time, BLEU per decoded split (tokenised lower-cased ``bleu_tok`` and detoke
 (``valid_ablate-<zero|shuffle>``: the BLEU and likelihood lost when the context is replaced,
 against the decode ``ablate.json`` names: for ACVI the mean context, K = 0), and the paired
 bootstrap intervals ``score_mt.py --against`` stored in a ``bleu_<name>.json`` (``paired``; the
-recipe pairs a stochastic model's decodes with its mean-context decode ``<split>_K0``).
+recipe pairs a stochastic model's decodes with its mean-context decode ``<split>_K0``). Runs of
+``recipes/mt_pag.sh`` (character targets) add chrF (``chrf`` in ``bleu_<split>.json``) and
+``replan.json`` (planning attention: the share of validation steps whose plan was recomputed):
+a chrF table with that share, and chrF minus ``soft``'s seed by seed beside BLEU's.
 
 Outputs in ``--out-dir``: ``results.json`` (every run and the per-variant mean ± std over seeds),
 ``report.md`` (the tables), and PNG charts: ``bleu.png`` (test BLEU per variant, error bars = std

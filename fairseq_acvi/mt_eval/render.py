@@ -23,7 +23,8 @@ def _num(v, digits=2) -> str:
 
 
 def variant_order(variants) -> List[str]:
-    rank = {"lstm": 0, "none": 1, "soft": 2, "acvi": 3, "structured": 4, "variational": 5, "ved": 6}
+    rank = {"lstm": 0, "none": 1, "soft": 2, "acvi": 3, "structured": 4, "variational": 5, "ved": 6,
+            "pag": 7, "rpag": 8}
     return sorted(variants, key=lambda v: (rank.get(v.split("-")[0], 9), v))
 
 
@@ -54,6 +55,7 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
                          f"{fmt(a['test2017_bleu_tok'])} | {fmt(a['test2016_bleu_detok'])} | "
                          f"{fmt(a['test2017_bleu_detok'])} | {fmt(a['train_wps'], 0)}"
                          f"{'' if a['train_wps_device'] == 'cpu' else ' (' + a['train_wps_device'] + ')'} |")
+        lines += _chrf_and_planning(agg[pair])
         stopped = [r for r in runs if r["pair"] == pair and not is_finished(r)]
         if stopped:
             lines += ["", "Not in the means (training unfinished: stopped part-way or still running; "
@@ -111,23 +113,18 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
                              f"{_decode_name(d.get('against', '?'))} | {d['delta']:+.2f} | "
                              f"{100 * d.get('level', 0.95):.0f}%: {d['low']:+.2f} to {d['high']:+.2f} | "
                              f"{100 * d['p_other_better']:.1f}% of {d['n_resamples']} |")
-        paired_rows = []
         pb = paired_base(runs, pair, base)
-        for v in variant_order(agg[pair]) if pb in agg[pair] else []:
-            if v == pb:
-                continue
-            diffs = {split: paired(runs, pair, pb, v, split) for split in SPLITS}
-            if any(d is not None for d in diffs.values()):
-                seeds = sorted({s for d in diffs.values() if d for s in d["seeds"]})
-                paired_rows.append(f"| {v} | {', '.join(map(str, seeds))} | "
-                                   + " | ".join(fmt(diffs[s]) for s in SPLITS) + " |")
-        if paired_rows:
-            lines += ["", f"BLEU minus `{pb}`'s, seed by seed (a seed fixes the data order, "
-                      "and the plugin's variants also start from the same weights), mean ± std over the "
-                      "seeds both have:", "",
-                      "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
-            lines += paired_rows
-        elif base is None and len(candidates := base_candidates(runs, pair)) > 1:
+        any_paired = False
+        for key, name in (("bleu_tok", "BLEU"), ("chrf", "chrF")):
+            paired_rows = _paired_rows(runs, agg[pair], pair, pb, key)
+            if paired_rows:
+                any_paired = True
+                lines += ["", f"{name} minus `{pb}`'s, seed by seed (a seed fixes the data order, "
+                          "and the plugin's variants also start from the same weights), mean ± std over "
+                          "the seeds both have:", "",
+                          "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
+                lines += paired_rows
+        if not any_paired and base is None and len(candidates := base_candidates(runs, pair)) > 1:
             lines += ["", f"(No seed-by-seed table: several `{PAIRED_BASE}` variants "
                       f"({', '.join(candidates)}); `--paired-base` chooses one.)"]
         lines += ["", "Runs:", "",
@@ -154,6 +151,44 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
             lines += ["", "sacreBLEU signature(s): " + ", ".join(f"`{s}`" for s in sigs)]
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _chrf_and_planning(by_variant: Dict[str, dict]) -> List[str]:
+    """The chrF table (character targets, recipes/mt_pag.sh) with the share of validation steps
+    whose plan was recomputed (PAG / rPAG); nothing when no variant has either."""
+    rows = [v for v in variant_order(by_variant)
+            if by_variant[v]["replan"] is not None
+            or any(by_variant[v][f"{s}_chrf"] is not None for s in SPLITS)]
+    if not rows:
+        return []
+    lines = ["", "chrF (sacreBLEU, character 6-grams, β = 2, on the output turned back into words) "
+             "and the plan recomputed: the share of validation decoder steps (teacher-forced, the "
+             "switch by argmax) whose alignment plan was recomputed, at the best epoch (PAG / rPAG).", "",
+             "| variant | seeds | valid chrF | test2016 chrF | test2017 chrF | plan recomputed |",
+             "|---|---|---|---|---|---|"]
+    for v in rows:
+        a = by_variant[v]
+        replan = a["replan"]
+        replan_text = "–" if replan is None else fmt(
+            {**replan, "mean": 100 * replan["mean"], "std": 100 * replan["std"]}, 1) + " %"
+        lines.append(f"| {v} | {len(a['seeds'])} | {fmt(a['valid_chrf'])} | {fmt(a['test2016_chrf'])} | "
+                     f"{fmt(a['test2017_chrf'])} | {replan_text} |")
+    return lines
+
+
+def _paired_rows(runs: List[dict], by_variant: Dict[str, dict], pair: str, pb: Optional[str],
+                 key: str) -> List[str]:
+    """Rows of the seed-by-seed table of score ``key`` minus the base variant ``pb``'s."""
+    rows = []
+    for v in variant_order(by_variant) if pb in by_variant else []:
+        if v == pb:
+            continue
+        diffs = {split: paired(runs, pair, pb, v, split, key) for split in SPLITS}
+        if any(d is not None for d in diffs.values()):
+            seeds = sorted({s for d in diffs.values() if d for s in d["seeds"]})
+            rows.append(f"| {v} | {', '.join(map(str, seeds))} | "
+                        + " | ".join(fmt(diffs[s]) for s in SPLITS) + " |")
+    return rows
 
 
 def charts(runs: List[dict], agg: dict, out_dir: str) -> List[str]:

@@ -79,9 +79,25 @@ def read_run(run_dir: str) -> dict:
     if os.path.exists(ablate_path):   # the decode the ablations compare with (ACVI: valid_K0)
         with open(ablate_path, encoding="utf-8") as f:
             run["ablate_base"] = json.load(f).get("base", "valid")
+    run["replan"] = read_replan(run_dir)
     run["source_use"] = source_use(run)
     run["mc_sweep"] = mc_sweep(run)
     return run
+
+
+def read_replan(run_dir: str) -> Optional[float]:
+    """Planning attention's validation replan fraction at the best epoch (``replan.json``, written
+    by recipes/mt_pag.sh: the share of decoder steps whose plan was recomputed); None when the run
+    has no such file or its model logs none (soft)."""
+    path = os.path.join(run_dir, "replan.json")
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            best = json.load(f)["best"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ReportError(f"{path}: not a replan.json with a 'best' record ({e!r})") from None
+    return best.get("replan")
 
 
 def source_use(run: dict) -> Dict[str, dict]:

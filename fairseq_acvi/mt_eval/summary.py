@@ -47,9 +47,10 @@ def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
                                           if r["meta"].get("device", "cpu") == device]),
                    "train_wps_device": device}
             for split in SPLITS:
-                for key in ("bleu_tok", "bleu_detok"):
-                    agg[f"{split}_{key}"] = mean_std([r["bleu"][split][key] for r in rs
+                for key in ("bleu_tok", "bleu_detok", "chrf"):
+                    agg[f"{split}_{key}"] = mean_std([r["bleu"][split].get(key) for r in rs
                                                       if split in r["bleu"]])
+            agg["replan"] = mean_std([r.get("replan") for r in rs])
             for ab in ABLATIONS:
                 agg[f"ablate_{ab}_bleu_drop"] = mean_std(
                     [r["source_use"].get(ab, {}).get("bleu_drop") for r in rs])
@@ -82,13 +83,16 @@ def paired_base(runs: List[dict], pair: str, chosen: Optional[str] = None) -> Op
     return candidates[0] if len(candidates) == 1 else None
 
 
-def paired(runs: List[dict], pair: str, base: str, other: str, split: str) -> Optional[dict]:
-    """BLEU of ``other`` minus ``base`` on ``split``, seed by seed over the seeds both have:
-    mean ± std of the per-seed differences (a seed fixes the data order and initialisation of
-    both, so the paired difference is less noisy than the difference of the means)."""
+def paired(runs: List[dict], pair: str, base: str, other: str, split: str,
+           key: str = "bleu_tok") -> Optional[dict]:
+    """The score ``key`` (tokenised BLEU, or ``chrf``) of ``other`` minus ``base`` on ``split``,
+    seed by seed over the seeds both have: mean ± std of the per-seed differences (a seed fixes
+    the data order and initialisation of both, so the paired difference is less noisy than the
+    difference of the means)."""
     def by_seed(variant):
-        return {r["seed"]: r["bleu"][split]["bleu_tok"] for r in filter(is_finished, runs)
-                if r["pair"] == pair and r["variant"] == variant and split in r["bleu"]}
+        return {r["seed"]: r["bleu"][split][key] for r in filter(is_finished, runs)
+                if r["pair"] == pair and r["variant"] == variant
+                and r["bleu"].get(split, {}).get(key) is not None}
     a, b = by_seed(base), by_seed(other)
     seeds = sorted(set(a) & set(b))
     if not seeds:
@@ -120,6 +124,9 @@ def compare(agg: dict, base: str, other: str, runs: Optional[List[dict]] = None)
                 if d is not None and d["n"] > 1:
                     text += f"; paired over seeds {d['seeds']}: {d['mean']:+.2f} ± {d['std']:.2f}"
                 parts.append(text + ")")
+            ca, cb = m(a, f"{split}_chrf"), m(b, f"{split}_chrf")
+            if ca is not None and cb is not None:
+                parts.append(f"{split} chrF {cb:.2f} vs {ca:.2f} ({cb - ca:+.2f})")
         if m(a, "train_wps") and m(b, "train_wps") and a["train_wps_device"] == b["train_wps_device"]:
             parts.append(f"train words/s ratio {m(b, 'train_wps') / m(a, 'train_wps'):.3f}")
         lines.append("  ".join(parts))

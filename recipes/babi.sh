@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bAbI (docs/method.md §4-5): MemN2N and t-MEM-NN (S = 1, 10), single-task and joint, and the
 # report. Run from the repository root. Every variable, its default and why: docs/recipes/babi.md
-# (main ones: VARIANT=en BABI_DATA OUT_DIR TASKS MODELS SETUPS SEEDS=10 EPOCHS=100). About 2.5 h
+# (main ones: VARIANT=en BABI_DATA OUT_DIR TASKS MODELS SETUPS SEEDS=10 EPOCHS=100 BATCH_SIZE). About 2.5 h
 # on one idle core.
 set -euo pipefail
 
@@ -26,6 +26,7 @@ JOINT_SEEDS="${JOINT_SEEDS:-3}"
 DIVERGENCE_WEIGHT="${DIVERGENCE_WEIGHT:-0.001}"
 JOINT_DIVERGENCE_WEIGHT="${JOINT_DIVERGENCE_WEIGHT:-0.1}"
 EPOCHS="${EPOCHS:-100}"
+BATCH_SIZE="${BATCH_SIZE:-}"
 JOINT_EPOCHS="${JOINT_EPOCHS:-60}"
 OPTIMIZER="${OPTIMIZER:-adam}"
 LR="${LR:-0.01}"
@@ -46,7 +47,7 @@ python -m fairseq_acvi.cli.babi_report --data "$BABI_DATA" ${VARIANT:+--variant 
     --tasks "$TASKS" --models "$MODELS" --setups "$SETUPS" --seeds "$SEEDS" --t-seeds "$T_SEEDS" \
     --joint-seeds "$JOINT_SEEDS" \
     --embed-dim "$EMBED_DIM" ${T_EMBED_DIM:+--t-embed-dim "$T_EMBED_DIM"} \
-    --epochs "$EPOCHS" --joint-epochs "$JOINT_EPOCHS" --optimizer "$OPTIMIZER" --lr "$LR" \
+    --epochs "$EPOCHS" ${BATCH_SIZE:+--batch-size "$BATCH_SIZE"} --joint-epochs "$JOINT_EPOCHS" --optimizer "$OPTIMIZER" --lr "$LR" \
     --tying "$TYING" --empty-memories "$EMPTY_MEMORIES" --random-noise "$RANDOM_NOISE" \
     --linear-start-epochs "$LINEAR_START" \
     --t-divergence "$T_DIVERGENCE" --prior-dof "$PRIOR_DOF" --escort-sampler "$ESCORT_SAMPLER" \

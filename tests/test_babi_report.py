@@ -5,6 +5,7 @@ bookkeeping is checked against the JSON it writes — best run by validation, pa
 the β each setup used, resuming without retraining, and the per-hop attention section.
 """
 import json
+import math
 import re
 
 import pytest
@@ -395,8 +396,9 @@ def test_sigma_init_reaches_the_t_memn2n_posterior(shared_data):
 
 def test_report_on_a_hindi_multi_word_answer_folder_names_the_variant(tmp_path):
     """Issue 19: a report on the `hn` folder (generated here: Devanagari, answers of one to three
-    words) names the variant, heads the published columns as en-1k's, records the variant with
-    every run, shows answers as written (no join character), and refuses to mix variants."""
+    words) names the variant, sets its single-task results beside the seed's Hindi table (D Table
+    11), records the variant with every run, shows answers as written (no join character), and
+    refuses to mix variants."""
     import shutil
 
     from babi_formats import where_is, write_task
@@ -411,8 +413,9 @@ def test_report_on_a_hindi_multi_word_answer_folder_names_the_variant(tmp_path):
     assert {r["variant"] for i in results.values() for r in i["runs"]} == {"hn"}
     md = (out / "babi_report.md").read_text()
     assert md.startswith("# bAbI report: hn ")
-    assert "Data: `hn`;" in md and "| MemN2N (pub. en-1k) | MemN2N (ours) |" in md
-    assert "The published columns are bAbI en-1k's" in md
+    assert "Data: `hn`;" in md and "## Single-task training (D Table 11)" in md
+    assert "| MemN2N (pub.) | MemN2N (ours) |" in md and "The published columns are" not in md
+    assert re.search(r"^\| 1: [^|]*\| 99 \|", md, re.M)        # D Table 11, task 1, MemN2N: 99
     first = where_is(1, seed=2).splitlines()[2].split("\t")[1]       # test question 0's answer
     assert f"answer **{first}**" in md and "\u2581" not in md
     assert len(re.findall(r"^\| (MemN2N|t-MEM-NN S=1|t-MEM-NN S=10) \|", md, re.M)) == 3
@@ -467,3 +470,24 @@ def test_recipe_takes_the_variant(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert json.loads((out / "results_single.json").read_text())["memn2n|1"]["variant"] == "hn"
     assert (out / "babi_report.md").read_text().startswith("# bAbI report: hn ")
+
+
+def test_single_task_minibatches_of_a_given_size(tmp_path):
+    """--batch-size (single tasks): minibatches of that many questions, the updates per epoch
+    following the training set's size (Sukhbaatar et al.'s batch 32 on a 10k folder) instead of a
+    fixed --batches-per-epoch; every run records its batching and the report says it."""
+    from babi_formats import where_is, write_task
+    folder = tmp_path / "en"
+    write_task(folder, 1, where_is(150, seed=3), where_is(20, seed=4))
+    base = ["--data", str(folder), "--tasks", "1", "--setups", "single", "--seeds", "1",
+            "--models", "memn2n", "--epochs", "1", "--embed-dim", "8", "--attention", "1:0"]
+    babi_report.main(base + ["--out-dir", str(tmp_path / "by_size"), "--batch-size", "16"])
+    babi_report.main(base + ["--out-dir", str(tmp_path / "by_count"), "--batches-per-epoch", "3"])
+    by_size = json.loads((tmp_path / "by_size" / "results_single.json").read_text())["memn2n|1"]
+    by_count = json.loads((tmp_path / "by_count" / "results_single.json").read_text())["memn2n|1"]
+    n = by_size["runs"][0]["train_questions"]
+    assert 100 < n < 150                                  # the training part of 150 questions
+    assert by_size["runs"][0]["updates_per_epoch"] == math.ceil(n / 16)
+    assert by_count["runs"][0]["updates_per_epoch"] == 3
+    md = (tmp_path / "by_size" / "babi_report.md").read_text()
+    assert f"{math.ceil(n / 16)} updates per epoch (≈ {round(n / math.ceil(n / 16))} questions each)" in md

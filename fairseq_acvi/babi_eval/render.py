@@ -1,8 +1,8 @@
 """Rendering: babi_report.md and the bar charts from the results files.
 
 Per setup (single: D Table 2; joint: D Table 10) the test accuracy of every column beside the
-published one (fairseq_acvi/published.py, docs/method.md §5; en-1k's, headed "pub. en-1k" for
-other variants), the passed (≥ 95 %) and mean rows, what selection did, t-MEM-NN's uncertainty
+published one (fairseq_acvi/published.py, docs/method.md §5: D Table 2, Tables 11-15 for the
+other release folders; en-1k's, headed "pub. en-1k", where the seed has none), the passed (≥ 95 %) and mean rows, what selection did, t-MEM-NN's uncertainty
 over its right and wrong answers (docs/uncertainty.md), the fitted ν; then the per-hop attention
 of the chosen single-task models for chosen test questions (rebuilt from their checkpoints,
 fairseq_acvi/babi_eval/checkpoint.py).
@@ -16,7 +16,7 @@ from fairseq_acvi.babi_eval.build import make_task, setup_args, t_embed_dim
 from fairseq_acvi.babi_eval.checkpoint import ckpt_name, load_model
 from fairseq_acvi.babi_eval.evaluate import UNCERTAINTY_NAMES, UNCERTAINTY_SAMPLES
 from fairseq_acvi.babi_eval.results import check_variant, data_variant, load_json
-from fairseq_acvi.published import BABI_JOINT, BABI_SINGLE, BABI_TASK_NAMES
+from fairseq_acvi.published import BABI_JOINT, BABI_TASK_NAMES, babi_single_published
 
 
 def collect(results: dict) -> Dict[str, Dict[int, float]]:
@@ -149,7 +149,7 @@ def nu_table(results: dict) -> List[str]:
 
 
 def chart(out_dir: str, results: dict, published: dict, setup: str,
-          variant: str = "en") -> Optional[str]:
+          variant: str = "en", published_variant: str = "en") -> Optional[str]:
     """babi_accuracy_<setup>.png in ``out_dir``: per task, ours and the published test accuracy
     of every column; its file name, or None (no matplotlib, or no results)."""
     try:
@@ -171,13 +171,14 @@ def chart(out_dir: str, results: dict, published: dict, setup: str,
         xs = [t + (2 * i - len(names)) * w for t in tasks]
         ax.bar(xs, [cols.get(c, {}).get(t, 0) for t in tasks], w, label=f"{label} (ours)")
         ax.bar([x + w for x in xs], [published.get(t, (0, 0, 0))[i] for t in tasks], w,
-               label=f"{label} (published{'' if variant == 'en' else ', en-1k'})", alpha=0.45)
+               label=f"{label} (published{'' if variant == published_variant else ', en-1k'})",
+               alpha=0.45)
     ax.axhline(95, color="k", lw=0.8, ls="--")
     ax.set_xticks(tasks)
     ax.set_xlabel("bAbI task")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"bAbI {variant}, {setup} training"
-                 + ("" if variant == "en" else " (published: en-1k)"))
+                 + ("" if variant == published_variant else " (published: en-1k)"))
     ax.legend(fontsize=6, ncol=3, loc="lower left")
     fig.tight_layout()
     name = f"babi_accuracy_{setup}.png"
@@ -237,8 +238,8 @@ def attention_section(args) -> List[str]:
 def runs_line(results: dict) -> str:
     """What the results themselves say about their protocol (true also for --merge and
     --render-only, whose command-line options need not be the runs'): per model, runs per task,
-    seed range, δ, and t-MEM-NN's escort sampler (runs recorded before the option existed used
-    ``gamma``)."""
+    seed range, δ, t-MEM-NN's escort sampler (runs recorded before the option existed used
+    ``gamma``) and the minibatches (runs that record them)."""
     parts = []
     for arch, label in (("memn2n", "MemN2N"), ("t_memn2n", "t-MEM-NN")):
         infos = [v for k, v in results.items() if k.split("|")[0] == arch]
@@ -253,6 +254,10 @@ def runs_line(results: dict) -> str:
             samplers = sorted({r.get("escort_sampler", "gamma")
                                for v in infos for r in v.get("runs", [])})
             line += f", escort sampler {'/'.join(samplers)}"
+        batching = sorted({(r["updates_per_epoch"], round(r["train_questions"] / r["updates_per_epoch"]))
+                           for v in infos for r in v.get("runs", []) if r.get("updates_per_epoch")})
+        if batching:
+            line += ", " + "/".join(f"{u} updates per epoch (≈ {b} questions each)" for u, b in batching)
         parts.append(line)
     return "From the results: " + "; ".join(parts) + "."
 
@@ -262,7 +267,7 @@ def render(args):
     gives ``args``' options, each section :func:`runs_line`'s account of its runs."""
     variant = getattr(args, "variant", None) or data_variant(args.data)
     folder = os.path.basename(os.path.normpath(args.data))
-    pub = "pub." if variant == "en" else "pub. en-1k"
+    single_source, single_variant, single_published = babi_single_published(variant)
     out = [f"# bAbI report: {variant} (docs/method.md §4-5)", "",
            f"Data: `{variant}`" + ("" if folder == variant else f" (folder `{folder}`)")
            + f"; optimizer {args.optimizer}, lr {args.lr} (halved every "
@@ -278,15 +283,17 @@ def render(args):
            f"{args.joint_seeds or 'the same'}) by validation accuracy, ties broken by the lower "
            f"validation NLL (runs that record one); each run keeps its best-validation epoch "
            f"by the same order.", ""]
-    for setup, published, title in [("single", BABI_SINGLE, "Single-task training (D Table 2)"),
-                                    ("joint", BABI_JOINT, "Joint training (D Table 10)")]:
+    for setup, published, published_variant, title in [
+            ("single", single_published, single_variant, f"Single-task training ({single_source})"),
+            ("joint", BABI_JOINT, "en", "Joint training (D Table 10)")]:
+        pub = "pub." if variant == published_variant else "pub. en-1k"
         path = os.path.join(args.out_dir, f"results_{setup}.json")
         res = load_json(path)
         if not res:
             continue
         check_variant(res, variant, path)
         out += [f"## {title}", "", runs_line(res), ""]
-        if variant != "en":
+        if variant != published_variant:
             out += [f"The published columns are bAbI en-1k's (docs/method.md §5 lists no {variant} "
                     f"figures); ours are on {variant}.", ""]
         out += table(setup, res, published, pub) + [""]
@@ -294,7 +301,7 @@ def render(args):
         if sel:
             out += ["Selection (every run's test accuracy is recorded, never used to select; "
                     "\"mean over all runs\" is the expected result of a single seed):", ""] + sel + [""]
-        png = chart(args.out_dir, res, published, setup, variant)
+        png = chart(args.out_dir, res, published, setup, variant, published_variant)
         if png:
             out += [f"![accuracy]({png})", ""]
         unc_rows = uncertainty_table(res)

@@ -3,7 +3,7 @@
 A run trains the plugin's own task, model and criterion (``babi_qa``, ``memn2n`` /
 ``t_memn2n``, ``qa_cross_entropy`` / ``t_divergence``; docs/method.md §4.1-4.3) in a plain
 PyTorch loop: 32 minibatches per epoch for single tasks (a fresh random partition of the training
-set each epoch), batches of 32 for joint training; the learning rate halved every
+set each epoch; or minibatches of --batch-size questions), batches of 32 for joint training; the learning rate halved every
 ``anneal_every`` epochs; after every epoch (but the linear-start ones) the validation score
 (:func:`~fairseq_acvi.babi_eval.evaluate.validation_score`), keeping the epoch with the best
 (validation accuracy, −NLL), ties to the later epoch.
@@ -61,9 +61,13 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
     """Train one run; returns (model with the best-validation state, info dict).
 
     info: "valid" (accuracy %), "valid_nll" (nats per question) and "best_epoch" of the kept
-    epoch, "seconds", "ms_per_update", "embed_dim" (δ), and for t-MEM-NN "nu" (fitted ν per
-    matrix), "divergence_weight" (β), "escort_sampler", "sigma_init".
+    epoch, "seconds", "ms_per_update", "updates_per_epoch", "embed_dim" (δ), and for t-MEM-NN
+    "nu" (fitted ν per matrix), "divergence_weight" (β), "escort_sampler", "sigma_init".
+    ``batches_per_epoch`` (a fresh partition of the training set into that many parts each
+    epoch) or ``batch_size`` (parts of that many questions) sets the minibatches.
     """
+    if not (batches_per_epoch or batch_size):
+        raise ValueError("train_run needs batches_per_epoch or batch_size")
     torch.manual_seed(seed)
     model, crit = make_model(task, arch, args)
     params = list(model.parameters())
@@ -100,7 +104,8 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
     model.load_state_dict(best_state)
     info = {"valid": best[0], "valid_nll": -best[1], "best_epoch": best_epoch,
             "seconds": time.time() - t0,
-            "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1)}
+            "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1),
+            "updates_per_epoch": nb, "train_questions": n}
     info["embed_dim"] = model.dim  # the δ the run was built with
     if arch == "t_memn2n":
         info["nu"] = {k: float(v.detach()) for k, v in model.nus().items()}
@@ -112,7 +117,7 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
 
 def run_setup(setup: str, tasks: List[int], args, results_path: str):
     """Train, test and select a setup's runs: ``single`` (one model per task, --epochs,
-    --batches-per-epoch, lr halved every --anneal-every) or ``joint`` (one model on all
+    --batches-per-epoch or --batch-size, lr halved every --anneal-every) or ``joint`` (one model on all
     ``tasks``, --joint-epochs, batches of --joint-batch-size, --joint-anneal-every; δ and β from
     :func:`~fairseq_acvi.babi_eval.build.setup_args`). For every model and task group not yet in
     ``results_path``: seeds --first-seed .. (--seeds, --t-seeds, --joint-seeds of them), every
@@ -138,8 +143,10 @@ def run_setup(setup: str, tasks: List[int], args, results_path: str):
                 n_seeds = args.joint_seeds
             for seed in range(args.first_seed, args.first_seed + n_seeds):
                 if setup == "single":
+                    single_batch = getattr(args, "batch_size", None)
                     model, info = train_run(task, arch, seed, args.epochs, args.anneal_every, args,
-                                            batches_per_epoch=args.batches_per_epoch)
+                                            batches_per_epoch=None if single_batch else
+                                            args.batches_per_epoch, batch_size=single_batch)
                 else:
                     model, info = train_run(task, arch, seed, args.joint_epochs,
                                             args.joint_anneal_every, args,

@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--joint-anneal-every", type=int, default=15)
     p.add_argument("--joint-batch-size", type=int, default=32)
     p.add_argument("--batches-per-epoch", type=int, default=32, help="single-task minibatches per epoch")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="single tasks: minibatches of this many questions instead of "
+                        "--batches-per-epoch (Sukhbaatar et al.'s 32; on a 10k folder 32 minibatches "
+                        "would hold ~280 questions each)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "adagrad", "sgd"])
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--clip-norm", type=float, default=40.0)

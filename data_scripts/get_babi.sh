@@ -13,7 +13,11 @@
 # or extraction, or its tarball), SHARED_BABI (a read-only copy holding tasks_1-20_v1-2/; unset:
 # $ACVI_DATA/babi when ACVI_DATA names the data root; this project's copy holds en and en-10k, without
 # en-10k's qa3 training file), then it downloads BABI_URL (the official tarball, ~15 MB, all folders)
-# into BABI_DIR (a failed download: exit 2, naming BABI_SRC and ACVI_DATA).
+# into BABI_DIR (a failed download: exit 2, naming BABI_SRC and ACVI_DATA). en-10k from SHARED_BABI,
+# which lacks qa3's training file: with EN10K_QA3=partial (default) and SHARED_BABI/en-valid-10k-qa3/
+# present, BABI_DIR/assembled/en-10k links the shared files and takes as qa3's training file the
+# 1,000 questions that exist (the official en-valid-10k qa3 split; ASSEMBLED.txt there says so);
+# EN10K_QA3=none: the shared folder as it is, task 3 left out with a warning.
 # The en-valid / en-valid-10k folders re-split en's training files (qa{N}_train / qa{N}_valid) and are
 # not task folders: babi_qa holds out its own seeded 10 % (--valid-fraction) of each training file.
 # Last line of output: the absolute path of the variant folder (e.g. for BABI_DATA=...). A folder
@@ -25,8 +29,10 @@ BABI_SRC="${BABI_SRC:-}"
 SHARED_BABI="${SHARED_BABI:-${ACVI_DATA:+$ACVI_DATA/babi}}"
 BABI_URL="${BABI_URL:-http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz}"
 VARIANT="${VARIANT:-en}"
+EN10K_QA3="${EN10K_QA3:-partial}"
 RELEASE=tasks_1-20_v1-2
 
+case "$EN10K_QA3" in partial|none) ;; *) echo "error: EN10K_QA3=$EN10K_QA3 (partial or none)" >&2; exit 1 ;; esac
 case "$VARIANT" in
     en|en-10k|hn|hn-10k|shuffled|shuffled-10k) ;;
     en-valid|en-valid-10k)
@@ -106,7 +112,27 @@ if [[ -f "$tarball" ]]; then
     use_release "$BABI_DIR/$RELEASE" "the tarball $tarball"
 fi
 if [[ -n "$SHARED_BABI" && -d "$SHARED_BABI/$RELEASE/$VARIANT" ]]; then
-    check "$SHARED_BABI/$RELEASE/$VARIANT"; exit 0
+    shared="$SHARED_BABI/$RELEASE/$VARIANT"
+    partial="$SHARED_BABI/en-valid-10k-qa3/en-valid-10k_qa3_valid.txt"
+    if [[ "$VARIANT" == en-10k && "$EN10K_QA3" == partial && -f "$partial" ]] &&
+       ! ls "$shared"/qa3_*_train.txt >/dev/null 2>&1; then
+        # the shared copy lacks en-10k's qa3 training file: a folder of links to its files, with
+        # qa3's training file the 1,000 questions that exist (the official en-valid-10k qa3 split)
+        shared="$(cd "$shared" && pwd)"
+        dest="$BABI_DIR/assembled/en-10k"
+        mkdir -p "$dest"
+        ln -sf "$shared"/qa*.txt "$dest"/
+        ln -sf "$(cd "$(dirname "$partial")" && pwd)/$(basename "$partial")" \
+            "$dest/qa3_three-supporting-facts_train.txt"
+        printf '%s\n' "en-10k assembled by data_scripts/get_babi.sh: every file links to $shared except" \
+            "qa3_three-supporting-facts_train.txt, which holds 1,000 of the release's 10,000 qa3 training" \
+            "questions (en-valid-10k's qa3_valid.txt, $partial); the shared copy has no qa3 training file." \
+            > "$dest/ASSEMBLED.txt"
+        echo "warning: en-10k task 3 trains on 1,000 questions (the shared copy lacks its 10,000-question" \
+             "training file; $dest/ASSEMBLED.txt); EN10K_QA3=none leaves task 3 out" >&2
+        check "$dest"; exit 0
+    fi
+    check "$shared"; exit 0
 fi
 mkdir -p "$BABI_DIR"
 echo "downloading $BABI_URL" >&2

@@ -261,6 +261,33 @@ def test_get_babi_tarball_download_and_shared_copy(tmp_path):
     assert res.stdout.strip().endswith("dl/tasks_1-20_v1-2/hn-10k")
 
 
+def test_get_babi_assembles_en10k_with_the_qa3_questions_that_exist(tmp_path):
+    """A shared copy whose en-10k lacks qa3's training file (as this project's): en-10k is
+    assembled from links, qa3's training file the en-valid-10k qa3 split, and it says so;
+    EN10K_QA3=none keeps the shared folder with task 3 missing."""
+    shared = tmp_path / "shared"
+    rel = fake_release(shared, variants=("en-10k",))
+    partial = shared / "en-valid-10k-qa3" / "en-valid-10k_qa3_valid.txt"
+    partial.parent.mkdir()
+    partial.write_text(where_is(10, seed=5, lang="en"))
+    res = get_babi(tmp_path, VARIANT="en-10k", SHARED_BABI=shared)
+    assert res.returncode == 0, res.stderr
+    folder = tmp_path / "dl" / "assembled" / "en-10k"
+    assert res.stdout.strip().splitlines()[-1] == str(folder.resolve())
+    assert "task 3 trains on 1,000 questions" in res.stderr and "task(s) 2 3" not in res.stderr
+    qa3 = folder / "qa3_three-supporting-facts_train.txt"
+    assert qa3.read_text() == partial.read_text()
+    assert (folder / "qa1_single-supporting-fact_train.txt").resolve() == \
+        (rel / "en-10k" / "qa1_single-supporting-fact_train.txt").resolve()
+    assert "1,000 of the release's 10,000" in (folder / "ASSEMBLED.txt").read_text()
+    assert find_task_files(str(folder))[3]["train"].endswith("qa3_three-supporting-facts_train.txt")
+    res = get_babi(tmp_path, VARIANT="en-10k", SHARED_BABI=shared, BABI_DIR=tmp_path / "dl2",
+                   EN10K_QA3="none")
+    assert res.returncode == 0 and res.stdout.strip().endswith("shared/tasks_1-20_v1-2/en-10k")
+    assert "no training file for task(s) 2 3" in res.stderr
+    assert get_babi(tmp_path, VARIANT="en-10k", EN10K_QA3="all").returncode != 0
+
+
 # ---------------------------------------------------------------- the stock CLIs, end to end
 def _accuracy(output: str, subset: str) -> float:
     m = re.findall(rf"valid on '{subset}' subset \| .*?accuracy ([0-9.]+)", output)

@@ -79,7 +79,7 @@ mt_replan_json() {  # mt_replan_json TRAIN_LOG OUT: the validation 'replan' frac
   # best and of the last epoch of a fairseq json train log (null where the model logs none)
   "$PYTHON" - "$1" "$2" <<'EOF_PY'
 import json, sys
-from fairseq_acvi.cli.mt_report import parse_train_log
+from fairseq_acvi.mt_eval import parse_train_log
 valid = parse_train_log(sys.argv[1])["valid"]
 if not valid:
     sys.exit(f"[recipe] error: no validation record in {sys.argv[1]}")

@@ -281,6 +281,35 @@ def test_recipe_smoke_pag(char_bin, tmp_path):
     assert "--max-update 2" in meta["extra_train_args"]
 
 
+def test_recipe_writes_replan_json_from_the_train_log(tmp_path):
+    """recipes/lib_mt.sh's mt_replan_json (the recipe's last step, which the slow smoke run alone
+    reached): the replan share of the best (lowest nll_loss) and of the last epoch; null for a
+    model that logs none; a log without validation is a clear error."""
+    def record(ep, nll, replan=None):
+        rec = {"epoch": ep, "valid_loss": str(nll), "valid_nll_loss": str(nll)}
+        if replan is not None:
+            rec["valid_replan"] = str(replan)
+        return f"2026-11-27 10:00:00 | INFO | valid | {json.dumps(rec)}\n"
+
+    def replan_json(log_text):
+        log, out = tmp_path / "train.log", tmp_path / "replan.json"
+        log.write_text(log_text)
+        res = subprocess.run(["bash", "-c", 'source recipes/lib_mt.sh; mt_replan_json "$1" "$2"', "_",
+                              str(log), str(out)], capture_output=True, text=True, cwd=str(REPO),
+                             env=dict(os.environ, MT_LIB_ONLY="1", PYTHON=sys.executable), timeout=120)
+        return res, (json.loads(out.read_text()) if res.returncode == 0 else None)
+
+    res, rp = replan_json(record(1, 1.5, 0.4) + record(2, 1.1, 0.6) + record(3, 1.2, 0.7))
+    assert res.returncode == 0, res.stderr
+    assert rp["best"] == {"epoch": 2, "replan": 0.6, "nll_loss": 1.1}
+    assert rp["last"] == {"epoch": 3, "replan": 0.7, "nll_loss": 1.2}
+    assert "plan recomputed at 60.0% of validation steps (best epoch 2)" in res.stdout
+    res, rp = replan_json(record(1, 0.9))                         # soft: no replan logged
+    assert res.returncode == 0 and rp["best"]["replan"] is None and "at n/a" in res.stdout
+    res, _ = replan_json("no records\n")
+    assert res.returncode != 0 and "no validation record in" in res.stderr
+
+
 def test_recipe_rejects_bad_options(tmp_path):
     for env, msg in (({"CONTEXT": "acvi"}, "CONTEXT must be soft|pag|rpag, got 'acvi'"),
                      ({"EVAL_SPLITS": "valid test2018"}, "EVAL_SPLITS must be valid|test2016|test2017"),

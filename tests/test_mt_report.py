@@ -316,6 +316,7 @@ def test_character_target_runs_report_chrf_and_the_replan_share(tmp_path, capsys
     assert "| soft | 2 | 50.50 ± 0.71 | 50.50 ± 0.71 | – | – |" in md
     assert "| pag | 2 | 51.50 ± 1.77 | 51.50 ± 1.77 | – | 43.0 ± 1.4 % |" in md
     assert "chrF minus `soft`'s, seed by seed" in md
+    assert "Source use" not in md                      # no ablation decodes: no empty table
     assert "| pag | 1, 2 | 1.00 ± 1.06 | 1.00 ± 1.06 | – |" in md          # +0.25, +1.75
     assert "| pag | 1, 2 | 0.75 ± 0.35 | 0.75 ± 0.35 | – |" in md          # BLEU: +0.5, +1.0
     assert "test2016 chrF 51.50 vs 50.50 (+1.00)" in capsys.readouterr().out

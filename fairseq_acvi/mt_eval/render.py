@@ -62,14 +62,16 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
                       "best validation perplexity so far): " + "; ".join(
                           _unfinished(r) for r in sorted(stopped, key=lambda r: (r["variant"], r["seed"])))
                       + "."]
-        lines += ["", "Source use (validation; the context replaced by zeros / by another "
-                  "sentence's): BLEU lost and perplexity ratio.", "",
-                  "| variant | BLEU lost (zero) | BLEU lost (shuffle) | ppl × (zero) | ppl × (shuffle) |",
-                  "|---|---|---|---|---|"]
-        for v in variant_order(agg[pair]):
+        ablated = [v for v in variant_order(agg[pair])
+                   if any(agg[pair][v][f"ablate_{ab}_{m}"] is not None
+                          for ab in ABLATIONS for m in ("bleu_drop", "ppl_ratio"))]
+        if ablated:
+            lines += ["", "Source use (validation; the context replaced by zeros / by another "
+                      "sentence's): BLEU lost and perplexity ratio.", "",
+                      "| variant | BLEU lost (zero) | BLEU lost (shuffle) | ppl × (zero) | ppl × (shuffle) |",
+                      "|---|---|---|---|---|"]
+        for v in ablated:
             a = agg[pair][v]
-            if all(a[f"ablate_{ab}_bleu_drop"] is None for ab in ABLATIONS):
-                continue
             lines.append(f"| {v} | {fmt(a['ablate_zero_bleu_drop'])} | "
                          f"{fmt(a['ablate_shuffle_bleu_drop'])} | {fmt(a['ablate_zero_ppl_ratio'])} | "
                          f"{fmt(a['ablate_shuffle_ppl_ratio'])} |")

@@ -254,10 +254,12 @@ def runs_line(results: dict) -> str:
             samplers = sorted({r.get("escort_sampler", "gamma")
                                for v in infos for r in v.get("runs", [])})
             line += f", escort sampler {'/'.join(samplers)}"
-        batching = sorted({(r["updates_per_epoch"], round(r["train_questions"] / r["updates_per_epoch"]))
+        batching = sorted({(r["updates_per_epoch"],
+                            round(r["train_questions"] / r["updates_per_epoch"]))
                            for v in infos for r in v.get("runs", []) if r.get("updates_per_epoch")})
         if batching:
-            line += ", " + "/".join(f"{u} updates per epoch (≈ {b} questions each)" for u, b in batching)
+            line += ", " + "/".join(f"{u} updates per epoch (≈ {b} questions each)"
+                                    for u, b in batching)
         parts.append(line)
     return "From the results: " + "; ".join(parts) + "."
 

@@ -3,10 +3,10 @@
 A run trains the plugin's own task, model and criterion (``babi_qa``, ``memn2n`` /
 ``t_memn2n``, ``qa_cross_entropy`` / ``t_divergence``; docs/method.md §4.1-4.3) in a plain
 PyTorch loop: 32 minibatches per epoch for single tasks (a fresh random partition of the training
-set each epoch; or minibatches of --batch-size questions), batches of 32 for joint training; the learning rate halved every
-``anneal_every`` epochs; after every epoch (but the linear-start ones) the validation score
-(:func:`~fairseq_acvi.babi_eval.evaluate.validation_score`), keeping the epoch with the best
-(validation accuracy, −NLL), ties to the later epoch.
+set each epoch; or minibatches of --batch-size questions), batches of 32 for joint training; the
+learning rate halved every ``anneal_every`` epochs; after every epoch (but the linear-start ones)
+the validation score (:func:`~fairseq_acvi.babi_eval.evaluate.validation_score`), keeping the
+epoch with the best (validation accuracy, −NLL), ties to the later epoch.
 
 Why not fairseq's ``Trainer`` (fairseq 0.12; checked 2026-11-26). It would change every number
 the report has published, for these reasons:
@@ -117,9 +117,9 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
 
 def run_setup(setup: str, tasks: List[int], args, results_path: str):
     """Train, test and select a setup's runs: ``single`` (one model per task, --epochs,
-    --batches-per-epoch or --batch-size, lr halved every --anneal-every) or ``joint`` (one model on all
-    ``tasks``, --joint-epochs, batches of --joint-batch-size, --joint-anneal-every; δ and β from
-    :func:`~fairseq_acvi.babi_eval.build.setup_args`). For every model and task group not yet in
+    --batches-per-epoch or --batch-size, lr halved every --anneal-every) or ``joint`` (one model
+    on all ``tasks``, --joint-epochs, batches of --joint-batch-size, --joint-anneal-every; δ and β
+    from :func:`~fairseq_acvi.babi_eval.build.setup_args`). For every model and task group not yet in
     ``results_path``: seeds --first-seed .. (--seeds, --t-seeds, --joint-seeds of them), every
     run tested, the best by :func:`~fairseq_acvi.babi_eval.selection.selection_key` saved to
     OUT/ckpt with its model options and written to the results file (resumable)."""

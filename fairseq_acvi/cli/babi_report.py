@@ -8,8 +8,9 @@ Usage (from the repository root)::
 Any folder of the bAbI v1.2 release trains (``en``, ``hn``, ``shuffled`` and their ``-10k``
 versions; multi-word answers are one class each, fairseq_acvi/data/babi.py). ``--variant`` names the
 data in the report (default: the ``--data`` folder's name) and is recorded with every run; a results
-file of one variant is not resumed or merged with another's. The published columns are en-1k's (the
-only ones docs/method.md §5 lists): for any other variant they are headed "pub. en-1k".
+file of one variant is not resumed or merged with another's. The published columns are the seed's
+table for that folder (single tasks: D Table 2 for ``en``, Tables 11-15 for the other five; joint:
+D Table 10, en-1k's only); where it has none they are en-1k's, headed "pub. en-1k".
 
 For every setup (``single``: one model per task, 100 epochs, lr halved every 25; ``joint``: one
 model on all selected tasks, 60 epochs, lr halved every 15, δ = ``--joint-embed-dim`` (50), β =

@@ -491,3 +491,19 @@ def test_single_task_minibatches_of_a_given_size(tmp_path):
     assert by_count["runs"][0]["updates_per_epoch"] == 3
     md = (tmp_path / "by_size" / "babi_report.md").read_text()
     assert f"{math.ceil(n / 16)} updates per epoch (≈ {round(n / math.ceil(n / 16))} questions each)" in md
+
+
+def test_accuracy_from_counts_and_the_pass_threshold():
+    """950 right of 1,000 is 95.0 % and passes; a float32 mean made it 94.9999988 and failed it
+    (t-MEM-NN S = 10 on en-10k task 7, 2026-11-27). Stored float32 values still pass."""
+    from fairseq_acvi.babi_eval.evaluate import accuracy_by_task
+    from fairseq_acvi.babi_eval.render import passed
+    ok = torch.zeros(1100, dtype=torch.bool)
+    ok[:950] = True                                   # task 7: 950 of 1,000
+    ok[1000:1049] = True                              # task 8: 49 of 100
+    tasks = torch.tensor([7] * 1000 + [8] * 100)
+    acc = accuracy_by_task(ok, tasks)
+    assert acc == {7: 95.0, 8: 49.0}
+    assert 100.0 * ok[:1000].float().mean().item() < 95.0          # what the float32 mean gave
+    assert passed([94.99999880790710, 95.0, 94.9, 100.0]) == 3
+    assert passed([94.999]) == 0

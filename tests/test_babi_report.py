@@ -155,6 +155,9 @@ def test_more_seeds_then_merge_equals_one_best_of_n(tmp_path, shared_data):
     assert ck_one["options"] == ck_merged["options"]
     md = (tmp_path / "m" / "babi_report.md").read_text()
     assert "MemN2N: best of 3 runs per task by validation (seeds 1-3), δ 6" in md
+    # the merging command's own --seeds (1 here) does not describe the merged runs
+    assert "best of 1 seed(s)" not in md and "not trained by this command" in md
+    assert "best of 2 seed(s)" in (tmp_path / "a" / "babi_report.md").read_text()
 
 
 def test_merge_takes_results_files_and_reproduces_the_published_best_of_20_table(tmp_path):

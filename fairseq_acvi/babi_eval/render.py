@@ -271,6 +271,17 @@ def runs_line(results: dict) -> str:
     return "From the results: " + "; ".join(parts) + "."
 
 
+def seeds_clause(args) -> str:
+    """The header's account of the seeds: the command's seed options when it trained the runs;
+    with ``--merge`` or ``--render-only`` they say nothing about the results, so the header
+    points to each section's :func:`runs_line` instead."""
+    if getattr(args, "merge", None) or getattr(args, "render_only", False):
+        return ("the best run per task (how many runs and which seeds: each section's first "
+                "line; results merged or re-rendered, not trained by this command)")
+    return (f"best of {args.seeds} seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}; joint: "
+            f"{args.joint_seeds or 'the same'})")
+
+
 def render(args):
     """Write OUT/babi_report.md (and the charts) from OUT/results_<setup>.json; the header
     gives ``args``' options, each section :func:`runs_line`'s account of its runs."""
@@ -287,9 +298,8 @@ def render(args):
            f"{args.prior_dof}, initial σ {args.sigma_init}, escort sampler `{args.escort_sampler}`, "
            f"divergence weight "
            f"β={args.divergence_weight} (joint: "
-           f"{setup_args('joint', args).divergence_weight}); best of {args.seeds} "
-           f"seed(s) (t-MEM-NN: {args.t_seeds or args.seeds}; joint: "
-           f"{args.joint_seeds or 'the same'}) by validation accuracy, ties broken by the lower "
+           f"{setup_args('joint', args).divergence_weight}); {seeds_clause(args)} by validation "
+           f"accuracy, ties broken by the lower "
            f"validation NLL (runs that record one); each run keeps its best-validation epoch "
            f"by the same order.", ""]
     for setup, published, published_variant, title in [

@@ -164,7 +164,8 @@ def test_merge_takes_results_files_and_reproduces_the_published_best_of_20_table
     """--merge also takes results_<setup>*.json files: the results files of the 2026-11-24
     random-noise protocol (seeds 1-10 and 11-20 of both models, and the joint runs; copies of
     docs/results/babi_2026-11-24_random-noise/ in tests/fixtures/) merge into the best-of-20 table
-    of docs/results/babi.md; an entry that is neither a folder nor such a file is refused."""
+    of docs/results/babi.md; an entry that is neither a folder nor such a file is refused, and so is a
+    folder without results files."""
     from conftest import REPO
     runs = REPO / "tests" / "fixtures" / "babi_2026-11-24_random-noise"
     files = [runs / f for f in ("results_single_rn0.1_seeds1-10.json",
@@ -186,6 +187,9 @@ def test_merge_takes_results_files_and_reproduces_the_published_best_of_20_table
     assert {k.split("|")[0] for k in joint} == {"memn2n", "t_memn2n"}
     with pytest.raises(ValueError, match="neither an --out-dir folder nor"):
         merge_sources([str(runs / "README.md")])
+    (tmp_path / "empty").mkdir()                      # e.g. a run that never finished
+    with pytest.raises(ValueError, match="folder .*empty.* holds neither results_single"):
+        merge_sources([str(files[0]), str(tmp_path / "empty")])
 
 
 def test_merge_results_picks_best_and_refuses_overlapping_seeds():

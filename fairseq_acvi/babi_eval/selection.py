@@ -62,14 +62,18 @@ def merge_sources(entries: List[str]) -> Dict[str, List[Tuple[str, Optional[str]
     An entry is an earlier ``--out-dir`` (its results_single.json / results_joint.json, and its
     ckpt/) or one results file whose name says its setup, ``results_single*.json`` or
     ``results_joint*.json`` (e.g. the files under docs/results/babi_2026-*/; no checkpoints).
+    A folder with neither results file is an error, as is any other entry.
     """
     sources: Dict[str, List[Tuple[str, Optional[str]]]] = {"single": [], "joint": []}
     for entry in entries:
         if os.path.isdir(entry):
-            for setup in sources:
-                path = os.path.join(entry, f"results_{setup}.json")
-                if os.path.exists(path):
-                    sources[setup].append((path, os.path.join(entry, "ckpt")))
+            found = [s for s in sources if os.path.exists(os.path.join(entry, f"results_{s}.json"))]
+            if not found:   # a run that never finished, or a copy that failed: not skipped silently
+                raise ValueError(f"--merge: folder {entry!r} holds neither results_single.json "
+                                 "nor results_joint.json")
+            for setup in found:
+                sources[setup].append((os.path.join(entry, f"results_{setup}.json"),
+                                       os.path.join(entry, "ckpt")))
             continue
         name = os.path.basename(entry)
         setup = next((s for s in sources if name.startswith(f"results_{s}")), None)

@@ -67,13 +67,13 @@ def merge_sources(entries: List[str]) -> Dict[str, List[Tuple[str, Optional[str]
     sources: Dict[str, List[Tuple[str, Optional[str]]]] = {"single": [], "joint": []}
     for entry in entries:
         if os.path.isdir(entry):
-            found = [s for s in sources if os.path.exists(os.path.join(entry, f"results_{s}.json"))]
+            found = {s: os.path.join(entry, f"results_{s}.json") for s in sources}
+            found = {s: path for s, path in found.items() if os.path.exists(path)}
             if not found:   # a run that never finished, or a copy that failed: not skipped silently
                 raise ValueError(f"--merge: folder {entry!r} holds neither results_single.json "
                                  "nor results_joint.json")
-            for setup in found:
-                sources[setup].append((os.path.join(entry, f"results_{setup}.json"),
-                                       os.path.join(entry, "ckpt")))
+            for setup, path in found.items():
+                sources[setup].append((path, os.path.join(entry, "ckpt")))
             continue
         name = os.path.basename(entry)
         setup = next((s for s in sources if name.startswith(f"results_{s}")), None)

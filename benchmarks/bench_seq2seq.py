@@ -10,6 +10,7 @@ Prints, on the same synthetic batches and dimensions:
 Timings are interleaved (variant order rotates each round) and reported as medians.
 
     python benchmarks/bench_seq2seq.py [--rounds 5] [--batch 64] [--len 30] [--vocab 8000]
+        [--variants pag,rpag] [--device cuda]
 """
 import argparse
 import statistics
@@ -64,8 +65,8 @@ def fairseq_lstm(d, dim, layers):
     return LSTMModel.build_model(args, _Task(d))
 
 
-def batch(d, B, N, seed, S=None):
-    """B sentences: source length S (default N), target length N."""
+def batch(d, B, N, seed, S=None, device="cpu"):
+    """B sentences on ``device``: source length S (default N), target length N."""
     S = S or N
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(d.nspecial, len(d), (B, S), generator=g)
@@ -74,7 +75,7 @@ def batch(d, B, N, seed, S=None):
     prev[:, 0] = d.eos()
     tgt = torch.roll(prev, -1, 1)
     tgt[:, -1] = d.eos()
-    return src, torch.full((B,), S), prev, tgt
+    return tuple(t.to(device) for t in (src, torch.full((B,), S), prev, tgt))
 
 
 def main():
@@ -92,21 +93,24 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--variants", default=",".join(VARIANTS),
                    help="comma-separated context-inference variants to time (soft is always in)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     d = make_dict(a.vocab)
     variants = ["soft"] + [v for v in a.variants.split(",") if v and v != "soft"]
-    models = {v: ours(d, v, a.dim, a.layers) for v in variants}
-    models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers)
+    models = {v: ours(d, v, a.dim, a.layers).to(a.device) for v in variants}
+    models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers).to(a.device)
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
-    b = batch(d, a.batch, a.len, 0, a.src_len)
+    b = batch(d, a.batch, a.len, 0, a.src_len, a.device)
     words = a.batch * a.len
     wps = training_words_per_second(models, opts, b, words, a.rounds)
     keys = list(models)
     print(f"# training: batch {a.batch}×{a.len} target words (source {a.src_len or a.len}), "
           f"vocab {a.vocab}, dim {a.dim}, "
-          f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s); medians")
+          f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s), device {a.device}"
+          f"{' (' + torch.cuda.get_device_name() + ')' if a.device.startswith('cuda') else ''}"
+          f"; medians")
     print(f"{'model':<14} {'words/s':>9} {'vs soft':>8}")
     for k in keys:
         print(f"{k:<14} {wps[k]:9.0f} {wps[k] / wps['soft']:8.3f}")
@@ -117,8 +121,8 @@ def main():
         print(f"structured / soft   = {wps['structured'] / wps['soft']:.3f}  (target ≥ 0.5)")
 
     # decoding: K = 1 vs K = 10 on the same ACVI model and sentences
-    model = (models.get("acvi") or ours(d, "acvi", a.dim, a.layers)).eval()
-    src, lengths, _, _ = batch(d, a.decode_sentences, a.len, 1, a.src_len)
+    model = (models.get("acvi") or ours(d, "acvi", a.dim, a.layers).to(a.device)).eval()
+    src, lengths, _, _ = batch(d, a.decode_sentences, a.len, 1, a.src_len, a.device)
     gen = SequenceGenerator([model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.len,
                             min_len=a.len)  # fixed output length: same work for both K
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}

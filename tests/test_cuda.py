@@ -140,6 +140,36 @@ def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("variant", ["pag", "rpag"])
+def test_planning_attention_mixed_precision_round_trip(tmp_path, variant, precision):
+    """PAG / rPAG (method §2.7) on the reversal task: 60 updates in the mode with a 3-step plan
+    and the commitment loss, loss falls, the commitment term finite and ≥ 0, the logged replan
+    fraction in [0, 1], the parameters stored finite, then beam search from the checkpoint in
+    the same mode (the plan state reordered with the beams)."""
+    from test_translation_cli import TINY, reversal_bin
+    (tmp_path / "raw").mkdir()
+    data = reversal_bin(tmp_path / "raw")
+    res = run_cli("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "translation",
+                  "--arch", "acvi_lstm", "--criterion", "elbo", "--optimizer", "adam",
+                  "--lr", "0.005", "--max-tokens", "1500", "--max-update", "60",
+                  "--save-dir", tmp_path / "ck", "--no-progress-bar", "--log-interval", "5",
+                  "--log-format", "simple", "--seed", "1", "--no-epoch-checkpoints",
+                  "--context-inference", variant, "--pag-plan-horizon", "3", *TINY, precision)
+    text = res.stdout + res.stderr
+    _assert_finite(text, ["loss", "nll_loss", "commit", "replan"])
+    assert precision == "--amp" or _scaler_logged(text)
+    losses = _logged(text, "loss")
+    assert losses[-1] < losses[0], losses
+    assert all(0.0 <= v <= 1.0 for v in _logged(text, "replan"))
+    assert all(v >= 0.0 for v in _logged(text, "commit"))
+    ckpt = tmp_path / "ck" / "checkpoint_last.pt"
+    state = torch.load(ckpt, weights_only=True)
+    assert all(torch.isfinite(v.float()).all() for v in state["model"].values()
+               if torch.is_tensor(v) and v.is_floating_point())
+    _beam_search_12_finite(data, ckpt, precision, 1)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("variant", ["soft", "acvi"])
 def test_transformer_mixed_precision_round_trip(tmp_path, variant, precision):
     """The transformer with a latent context (method §2.6) on the reversal task: 80 updates in

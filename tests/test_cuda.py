@@ -117,11 +117,10 @@ def _beam_search_12_finite(data, ckpt, precision, mc_samples):
     assert all(np.isfinite(float(h.split("\t")[1])) for h in hyps)
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
-@pytest.mark.parametrize("variant", ["soft", "acvi"])
-def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
-    """Reversal task: 60 updates in the mode, loss falls, then beam search from the checkpoint
-    in the same mode (ACVI with 3 Monte-Carlo samples)."""
+def _train_lstm_reversal(tmp_path, precision, *options):
+    """60 updates of the translation LSTM (``acvi_lstm``, tiny sizes) on the reversal task in
+    ``precision`` with ``options`` (the context variant's): -> (data folder, fairseq-train's
+    output). fp16 modes must log the loss scale and the loss must fall."""
     from test_translation_cli import TINY, reversal_bin
     (tmp_path / "raw").mkdir()
     data = reversal_bin(tmp_path / "raw")
@@ -130,12 +129,21 @@ def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
                   "--lr", "0.005", "--max-tokens", "1500", "--max-update", "60",
                   "--save-dir", tmp_path / "ck", "--no-progress-bar", "--log-interval", "5",
                   "--log-format", "simple", "--seed", "1", "--no-epoch-checkpoints",
-                  "--context-inference", variant, *TINY, precision)
+                  *options, *TINY, precision)
     text = res.stdout + res.stderr
-    _assert_finite(text, ["loss", "nll_loss"] + (["kl"] if variant == "acvi" else []))
     assert precision == "--amp" or _scaler_logged(text)
     losses = _logged(text, "loss")
     assert losses[-1] < losses[0], losses
+    return data, text
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("variant", ["soft", "acvi"])
+def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
+    """Reversal task: 60 updates in the mode, loss falls, then beam search from the checkpoint
+    in the same mode (ACVI with 3 Monte-Carlo samples)."""
+    data, text = _train_lstm_reversal(tmp_path, precision, "--context-inference", variant)
+    _assert_finite(text, ["loss", "nll_loss"] + (["kl"] if variant == "acvi" else []))
     _beam_search_12_finite(data, tmp_path / "ck" / "checkpoint_last.pt", precision, 3)
 
 
@@ -146,20 +154,9 @@ def test_planning_attention_mixed_precision_round_trip(tmp_path, variant, precis
     and the commitment loss, loss falls, the commitment term finite and ≥ 0, the logged replan
     fraction in [0, 1], the parameters stored finite, then beam search from the checkpoint in
     the same mode (the plan state reordered with the beams)."""
-    from test_translation_cli import TINY, reversal_bin
-    (tmp_path / "raw").mkdir()
-    data = reversal_bin(tmp_path / "raw")
-    res = run_cli("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "translation",
-                  "--arch", "acvi_lstm", "--criterion", "elbo", "--optimizer", "adam",
-                  "--lr", "0.005", "--max-tokens", "1500", "--max-update", "60",
-                  "--save-dir", tmp_path / "ck", "--no-progress-bar", "--log-interval", "5",
-                  "--log-format", "simple", "--seed", "1", "--no-epoch-checkpoints",
-                  "--context-inference", variant, "--pag-plan-horizon", "3", *TINY, precision)
-    text = res.stdout + res.stderr
+    data, text = _train_lstm_reversal(tmp_path, precision, "--context-inference", variant,
+                                      "--pag-plan-horizon", "3")
     _assert_finite(text, ["loss", "nll_loss", "commit", "replan"])
-    assert precision == "--amp" or _scaler_logged(text)
-    losses = _logged(text, "loss")
-    assert losses[-1] < losses[0], losses
     assert all(0.0 <= v <= 1.0 for v in _logged(text, "replan"))
     assert all(v >= 0.0 for v in _logged(text, "commit"))
     ckpt = tmp_path / "ck" / "checkpoint_last.pt"

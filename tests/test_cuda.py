@@ -150,7 +150,7 @@ def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("variant", ["pag", "rpag"])
 def test_planning_attention_mixed_precision_round_trip(tmp_path, variant, precision):
-    """PAG / rPAG (method §2.7) on the reversal task: 60 updates in the mode with a 3-step plan
+    """PAG / rPAG (method §3.4) on the reversal task: 60 updates in the mode with a 3-step plan
     and the commitment loss, loss falls, the commitment term finite and ≥ 0, the logged replan
     fraction in [0, 1], the parameters stored finite, then beam search from the checkpoint in
     the same mode (the plan state reordered with the beams)."""

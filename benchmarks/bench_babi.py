@@ -40,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from bench_common import sync
+from bench_common import device_label, sync
 BABI_EN = os.path.join("babi", "tasks_1-20_v1-2", "en")  # the en folder under $ACVI_DATA
 
 
@@ -326,8 +326,7 @@ def measure(args, babi_tasks, embed_dim=50, batch_size=None, random_batches=Fals
           f"{tm.posterior.sampler} (t_memn2n_{other}: the other one), fairseq --optimizer "
           f"{args.fairseq_optimizer}; "
           f"medians of {args.repeats} interleaved repeats ({args.updates} updates each); "
-          f"torch threads {args.threads}, device {dev}"
-          f"{' (' + torch.cuda.get_device_name(dev) + ')' if dev.type == 'cuda' else ''}")
+          f"torch threads {args.threads}, device {device_label(dev)}")
     for k, v in med.items():
         unit = (f"ms per test pass ({len(test_ids)} q, batches of 32)" if k.startswith("eval")
                 else "ms per optimizer step (memn2n parameters)" if k.startswith("adam")

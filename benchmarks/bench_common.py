@@ -10,6 +10,14 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
+def device_label(device) -> str:
+    """``device`` as the benchmarks print it: ``cpu``, or ``cuda (<GPU name>)``."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
 def timed(fn) -> float:
     """Wall seconds of one call of ``fn()`` (queued GPU work finished before and after)."""
     sync()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fairseq_acvi  # noqa: E402,F401
-from bench_common import timed, training_words_per_second  # noqa: E402
+from bench_common import device_label, timed, training_words_per_second  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models.lstm import LSTMModel, base_architecture as fairseq_lstm_arch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
@@ -108,9 +108,8 @@ def main():
     keys = list(models)
     print(f"# training: batch {a.batch}×{a.len} target words (source {a.src_len or a.len}), "
           f"vocab {a.vocab}, dim {a.dim}, "
-          f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s), device {a.device}"
-          f"{' (' + torch.cuda.get_device_name() + ')' if a.device.startswith('cuda') else ''}"
-          f"; medians")
+          f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s), "
+          f"device {device_label(a.device)}; medians")
     print(f"{'model':<14} {'words/s':>9} {'vs soft':>8}")
     for k in keys:
         print(f"{k:<14} {wps[k]:9.0f} {wps[k] / wps['soft']:8.3f}")

@@ -24,7 +24,7 @@ import sys
 import torch
 
 import fairseq_acvi  # noqa: F401
-from bench_common import elbo_train_step, timed
+from bench_common import device_label, elbo_train_step, timed
 from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 from torch.profiler import ProfilerActivity, profile
@@ -177,8 +177,7 @@ def main():
     torch.set_num_threads(args.threads)
     d = make_dict(args.vocab, args.markers)
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, torch "
-          f"{torch.__version__}, threads {args.threads}, device {args.device}"
-          f"{' (' + torch.cuda.get_device_name() + ')' if args.device.startswith('cuda') else ''}, "
+          f"{torch.__version__}, threads {args.threads}, device {device_label(args.device)}, "
           f"{' '.join(sys.argv[1:]) or 'defaults'}")
     print(f"# preset acvi_pointer_generator with coverage; V={args.vocab} "
           f"({args.markers} markers), batch {args.batch}, N={args.src_len}, T={args.tgt_len}")

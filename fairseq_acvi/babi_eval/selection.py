@@ -67,8 +67,8 @@ def merge_sources(entries: List[str]) -> Dict[str, List[Tuple[str, Optional[str]
     sources: Dict[str, List[Tuple[str, Optional[str]]]] = {"single": [], "joint": []}
     for entry in entries:
         if os.path.isdir(entry):
-            found = {s: os.path.join(entry, f"results_{s}.json") for s in sources}
-            found = {s: path for s, path in found.items() if os.path.exists(path)}
+            found = {s: path for s in sources
+                     if os.path.exists(path := os.path.join(entry, f"results_{s}.json"))}
             if not found:   # a run that never finished, or a copy that failed: not skipped silently
                 raise ValueError(f"--merge: folder {entry!r} holds neither results_single.json "
                                  "nor results_joint.json")

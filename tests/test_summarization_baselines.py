@@ -231,3 +231,57 @@ def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
     (run / "hyp_sub.txt").write_text("one line only .\n", encoding="utf-8")
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system",
                              f"x={run}/hyp_{{subset}}.txt", "--out-dir", str(out)]) == 1
+
+
+def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, capsys):
+    import json
+
+    from fairseq_acvi.cli import summ_report
+
+    data = tmp_path / "bin"
+    data.mkdir()
+    arts = ["the cat sat . the dog ran . a bird sang . it rained .",
+            "police found a car . it was red . nobody was hurt . the end ."]
+    refs = ["<t> the cat sat . </t> <t> a bird sang . </t>", "<t> police found a red car . </t>"]
+    (data / "sub.article").write_text("\n".join(arts) + "\n", encoding="utf-8")
+    (data / "sub.summary").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "hyp_old.txt").write_text("the cat sat the cat sat .\npolice found police found .\n",
+                                     encoding="utf-8")
+    (run / "hyp_new.txt").write_text("the cat sat . a bird sang .\npolice found a car .\n", encoding="utf-8")
+    first = tmp_path / "first"
+    assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"soft={run}/hyp_old.txt",
+                             "--keep-outputs", "--out-dir", str(first)]) == 0
+    kept = first / "outputs" / "sub" / "soft.txt"
+    assert kept.read_text() == (run / "hyp_old.txt").read_text()
+    old = json.loads((first / "results.json").read_text())
+    assert old["subsets"]["sub"]["rows"]["soft"]["kept"] == "outputs/sub/soft.txt"
+    old["date"] = "2026-01-02"
+    (first / "results.json").write_text(json.dumps(old))
+
+    # the old summaries are gone; a new system is scored now, the old row comes from the report
+    (run / "hyp_old.txt").unlink()
+    second = tmp_path / "second"
+    assert summ_report.main(["--data", str(data), "--subset", "sub",
+                             "--system", f"acvi={run}/hyp_new.txt", "--system", f"soft={run}/hyp_old.txt",
+                             "--earlier", str(first / "results.json"),
+                             "--coverage-pair", "soft:acvi", "--out-dir", str(second)]) == 0
+    rep = json.loads((second / "results.json").read_text())["subsets"]["sub"]
+    assert list(rep["rows"]) == ["lead-3", "acvi", "soft"] and rep["missing"] == {}
+    assert rep["rows"]["soft"]["rouge1"] == old["subsets"]["sub"]["rows"]["soft"]["rouge1"]
+    assert rep["rows"]["soft"]["scored"] == "2026-01-02"
+    assert rep["coverage"]["soft:acvi"]["relative_change"] == pytest.approx(-1.0)
+    md = (second / "results.md").read_text()
+    assert "| soft † |" in md and "| acvi |" in md and "† scored on 2026-01-02" in md
+
+    # another set of references: the earlier lead-3 no longer agrees, so its rows are refused
+    (data / "sub.summary").write_text("<t> it rained . </t>\n<t> the end . </t>\n", encoding="utf-8")
+    assert summ_report.main(["--data", str(data), "--subset", "sub", "--earlier",
+                             str(first / "results.json"), "--out-dir", str(tmp_path / "x")]) == 1
+    assert "lead-3 of sub gives rouge1" in capsys.readouterr().err
+    # a file that is not a report is an error naming it
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    assert summ_report.main(["--data", str(data), "--subset", "sub", "--earlier",
+                             str(tmp_path / "bad.json"), "--out-dir", str(tmp_path / "x")]) == 1
+    assert "bad.json: not a summ_report results.json" in capsys.readouterr().err

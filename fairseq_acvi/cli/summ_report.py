@@ -20,6 +20,13 @@ rates, novel and repeated n-grams; METEOR with ``--meteor``):
 ``--coverage-pair A:B`` adds the relative change of the repeated-trigram rate from system A
 (before the coverage phase) to B (after it): the See et al. observation that coverage removes
 repetition. Outputs ``results.json`` and ``results.md`` in ``--out-dir``.
+
+``--keep-outputs`` copies every scored system's summaries into ``OUT_DIR/outputs/SUBSET/`` so a
+report keeps the files its figures came from (checkpoint folders do not always survive).
+``--earlier REPORT.json`` brings in the rows of an earlier report whose summaries are no longer at
+hand, only after checking that the evaluator and the articles still give that report's lead-3
+figures (otherwise the rows are not comparable and the command fails); such rows are marked with
+the earlier report's date.
 """
 from __future__ import annotations
 
@@ -27,6 +34,8 @@ import argparse
 import datetime
 import json
 import os
+import re
+import shutil
 import sys
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -79,6 +88,61 @@ def score_subset(data: str, subset: str, systems: Sequence[Tuple[str, str]],
     return {"rows": rows, "missing": missing}
 
 
+# figures that must agree between an earlier report's lead-3 row and today's for its rows to be used
+_CHECKED = ("n", "rouge1", "rouge2", "rougeL", "repeat_3gram", "novel_3gram")
+
+
+def read_report(path: str) -> Dict:
+    """An earlier ``results.json`` of this command; ValueError naming the file if it is not one."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            rep = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--earlier {path}: not JSON ({e})") from None
+    subsets = rep.get("subsets") if isinstance(rep, dict) else None
+    if not isinstance(subsets, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("rows"), dict) for v in subsets.values()):
+        raise ValueError(f"--earlier {path}: not a summ_report results.json (no subsets/rows)")
+    return rep
+
+
+def import_earlier(res: Dict[str, object], subset: str, path: str, earlier: Dict) -> int:
+    """Add ``earlier``'s rows for ``subset`` that ``res`` does not have; returns how many.
+
+    Raises ValueError when the earlier lead-3 row disagrees with today's (another evaluator, other
+    articles or references): its rows would then not be comparable with the ones scored now.
+    """
+    old = earlier.get("subsets", {}).get(subset)
+    if old is None:
+        return 0
+    then, now = old["rows"].get("lead-3"), res["rows"]["lead-3"]
+    if then is None:
+        raise ValueError(f"--earlier {path}: subset {subset} has no lead-3 row to check it against")
+    for key in _CHECKED:
+        if key in then and abs(float(then[key]) - float(now[key])) > 1e-6:
+            raise ValueError(f"--earlier {path}: lead-3 of {subset} gives {key} {then[key]:.4f} there "
+                             f"and {now[key]:.4f} now (other articles, references or evaluator): "
+                             "its rows are not comparable")
+    added = 0
+    for label, row in old["rows"].items():
+        if label == "lead-3" or label.startswith("See et al.: ") or label in res["rows"]:
+            continue
+        res["rows"][label] = dict(row, scored=earlier.get("date", "?"), report=path)
+        res["missing"].pop(label, None)
+        added += 1
+    return added
+
+
+def keep_output(out_dir: str, subset: str, label: str, row: Dict) -> None:
+    """Copy a scored system's summaries to ``OUT_DIR/outputs/SUBSET/<label as a file name>.txt``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "system"
+    dest_dir = os.path.join(out_dir, "outputs", subset)
+    os.makedirs(dest_dir, exist_ok=True)
+    dest = os.path.join(dest_dir, slug + ".txt")
+    shutil.copyfile(row["path"], dest)
+    row["kept"] = os.path.relpath(dest, out_dir)
+
+
 def coverage_change(rows: Dict[str, Dict], pair: str) -> Optional[Dict[str, float]]:
     before, sep, after = pair.partition(":")
     if not sep:
@@ -99,11 +163,19 @@ def markdown(report: Dict[str, object]) -> str:
         lines += [f"## {subset}", "",
                   "| system | " + " | ".join(c[1] for c in cols) + " |",
                   "|---|" + "---:|" * len(cols)]
+        earlier = {}
         for label, r in res["rows"].items():
             cells = [c[2].format(r[c[0]]) if r.get(c[0]) is not None else "—" for c in cols]
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            mark = ""
+            if "scored" in r:
+                earlier.setdefault((r["scored"], r["report"]), len(earlier) + 1)
+                mark = " " + "†" * earlier[(r["scored"], r["report"])]
+            lines.append(f"| {label}{mark} | " + " | ".join(cells) + " |")
         for label, path in res["missing"].items():
             lines.append(f"| {label} | not decoded (`{path}` missing) |" + " |" * (len(cols) - 1))
+        for (date, path), k in earlier.items():
+            lines += ["", f"{'†' * k} scored on {date} (`{path}`); its summaries are not at hand now, "
+                      "its lead-3 row agrees with today's."]
         for pair, ch in res.get("coverage", {}).items():
             if ch is not None:
                 lines.append("")
@@ -125,6 +197,11 @@ def get_parser() -> argparse.ArgumentParser:
                    help="BEFORE:AFTER labels: report the change of the repeated-trigram rate")
     p.add_argument("--meteor", default="none", help="METEOR modes (exact,full) or none (default)")
     p.add_argument("--dict", help="dict.txt for the OOV-adoption rate (default: DATA/dict.src.txt)")
+    p.add_argument("--earlier", action="append", default=[],
+                   help="results.json of an earlier report: its system rows that are not scored "
+                        "now are added, marked with its date (repeatable)")
+    p.add_argument("--keep-outputs", action="store_true",
+                   help="copy each scored system's summaries into OUT_DIR/outputs/SUBSET/")
     p.add_argument("--out-dir", required=True)
     return p
 
@@ -136,9 +213,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         systems = [parse_system(s) for s in args.system]
         dict_path = args.dict or os.path.join(args.data, "dict.src.txt")
         vocab = vocab_from_dict(dict_path) if os.path.isfile(dict_path) else None
+        earlier = []
+        for path in args.earlier:
+            earlier.append((path, read_report(path)))
         report = {"date": datetime.date.today().isoformat(), "data": args.data, "subsets": {}}
         for subset in args.subset:
             res = score_subset(args.data, subset, systems, modes, vocab)
+            if args.keep_outputs:
+                for label, row in res["rows"].items():
+                    if "path" in row:
+                        keep_output(args.out_dir, subset, label, row)
+            for path, rep in earlier:
+                import_earlier(res, subset, path, rep)
             res["coverage"] = {p: coverage_change(res["rows"], p) for p in args.coverage_pair}
             report["subsets"][subset] = res
             print(f"[summ_report] {subset}: {len(res['rows'])} rows, {len(res['missing'])} "

@@ -214,9 +214,29 @@ def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
                              "--system", f"soft={run}/hyp_{{subset}}_phase4.txt",
                              "--system", f"soft+cov={run}/hyp_{{subset}}.txt",
                              "--system", f"acvi={run}/missing_{{subset}}.txt",
-                             "--coverage-pair", "soft:soft+cov", "--out-dir", str(out)]) == 0
+                             "--coverage-pair", "soft:soft+cov", "--paired", "soft:soft+cov",
+                             "--paired", "soft:acvi", "--out-dir", str(out)]) == 0
     import json
+
+    from fairseq_acvi.metrics.rouge import rouge_per_pair
     rep = json.loads((out / "results.json").read_text())["subsets"]["sub"]
+    # two articles: the bootstrap interval of a mean is the range of the two articles' scores,
+    # and the paired one the range of their differences
+    per = {name: rouge_per_pair((run / f).read_text().splitlines(), refs)["rouge1"]
+           for name, f in (("soft", "hyp_sub_phase4.txt"), ("soft+cov", "hyp_sub.txt"))}
+    assert rep["rows"]["soft"]["ci"]["rouge1"] == pytest.approx([min(per["soft"]), max(per["soft"])])
+    diffs = [b - a for a, b in zip(per["soft"], per["soft+cov"])]
+    pr = rep["paired"]["soft:soft+cov"]["rouge1"]
+    assert pr["delta"] == pytest.approx(sum(diffs) / 2)
+    assert [pr["low"], pr["high"]] == pytest.approx([min(diffs), max(diffs)])
+    assert rep["paired"]["soft:acvi"]["skipped"] == "summaries of acvi not scored in this report"
+    # a label with ':' in it pairs as well; a misspelt label is an error listing the labels
+    assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"soft={run}/hyp_sub.txt",
+                             "--paired", "See et al.: pointer_gen:soft", "--out-dir", str(tmp_path / "p")]) == 0
+    p = json.loads((tmp_path / "p" / "results.json").read_text())["subsets"]["sub"]["paired"]
+    assert p["See et al.: pointer_gen:soft"]["a"] == "See et al.: pointer_gen"
+    assert summ_report.main(["--data", str(data), "--subset", "sub", "--paired", "lead-3:sotf",
+                             "--out-dir", str(tmp_path / "p")]) == 1
     assert list(rep["rows"]) == ["lead-3", "See et al.: pointer_gen", "soft", "soft+cov"]
     assert rep["missing"] == {"acvi": f"{run}/missing_sub.txt"}
     assert rep["rows"]["lead-3"]["novel_3gram"] == 0.0
@@ -227,6 +247,8 @@ def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
     assert rep["rows"]["soft+cov"]["rouge1"] > rep["rows"]["soft"]["rouge1"]
     md = (out / "results.md").read_text()
     assert "| acvi | not decoded" in md and "repeated 3-grams" in md
+    assert "Paired soft+cov − soft (1,000 resamples of the same articles): R-1 +" in md
+    assert "Paired acvi − soft: not computed (summaries of acvi not scored" in md
     # a system with the wrong number of lines is an error naming the file
     (run / "hyp_sub.txt").write_text("one line only .\n", encoding="utf-8")
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system",

@@ -63,12 +63,15 @@ def vocab_from_dict(path: str) -> set:
 
 def evaluate(hyps: List[str], refs: List[str], srcs: Optional[List[str]] = None,
              vocab: Optional[set] = None, meteor_modes: Sequence[str] = ("exact", "full"),
-             hyp_name: str = "hyp") -> Dict[str, object]:
-    """All figures for one system; keys as in the JSON output (scores × 100)."""
+             hyp_name: str = "hyp", per_article: bool = False) -> Dict[str, object]:
+    """All figures for one system; keys as in the JSON output (scores × 100).
+
+    ``per_article``: also return ``per_article = {"rouge1", "rouge2", "rougeL"}``, each a list of
+    the n articles' F1 × 100 (their means are the corpus figures), for bootstrap intervals."""
     from fairseq_acvi.metrics.meteor import meteor
     from fairseq_acvi.metrics.ngrams import ngram_statistics
     from fairseq_acvi.metrics.novelty import novelty
-    from fairseq_acvi.metrics.rouge import rouge
+    from fairseq_acvi.metrics.rouge import rouge_per_pair
 
     for i, h in enumerate(hyps, 1):
         for t in h.split():
@@ -76,13 +79,18 @@ def evaluate(hyps: List[str], refs: List[str], srcs: Optional[List[str]] = None,
                 raise ValueError(f"{hyp_name}:{i}: unrestored OOV marker {t}; run "
                                  "data_scripts/restore_oov.py first")
     res: Dict[str, object] = {"n": len(hyps)}
-    r = rouge(hyps, refs)
-    res.update({"rouge1": r["rouge1"], "rouge2": r["rouge2"], "rougeL": r["rougeLsum"]})
+    if not hyps:
+        raise ValueError(f"{hyp_name}: no summaries to score")
+    per = rouge_per_pair(hyps, refs)
+    per = {"rouge1": per["rouge1"], "rouge2": per["rouge2"], "rougeL": per["rougeLsum"]}
+    res.update({k: sum(v) / len(v) for k, v in per.items()})
     for mode in meteor_modes:
         res[f"meteor_{mode}"] = meteor(hyps, refs, mode=mode)["score"]
     if srcs is not None:
         res.update(novelty(hyps, srcs, vocab))
     res.update(ngram_statistics(hyps, srcs))
+    if per_article:
+        res["per_article"] = per
     return res
 
 

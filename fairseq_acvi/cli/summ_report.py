@@ -21,6 +21,11 @@ rates, novel and repeated n-grams; METEOR with ``--meteor``):
 (before the coverage phase) to B (after it): the See et al. observation that coverage removes
 repetition. Outputs ``results.json`` and ``results.md`` in ``--out-dir``.
 
+Every row scored here gets 95 % bootstrap intervals of its ROUGE figures (1,000 resamples of the
+articles; :mod:`fairseq_acvi.metrics.bootstrap`), and ``--paired A:B`` adds the paired bootstrap
+of B − A on the same articles (difference, interval, share of resamples where B is higher) — the
+honest way to say whether two systems differ on one test set.
+
 ``--keep-outputs`` copies every scored system's summaries into ``OUT_DIR/outputs/SUBSET/`` so a
 report keeps the files its figures came from (checkpoint folders do not always survive).
 ``--earlier REPORT.json`` brings in the rows of an earlier report whose summaries are no longer at
@@ -41,8 +46,12 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from fairseq_acvi.cli.eval_summarization import evaluate, read_aligned, vocab_from_dict
 from fairseq_acvi.cli.lead_baseline import lead
+from fairseq_acvi.metrics.bootstrap import mean_interval, paired_mean_bootstrap
 
-COLUMNS = [("n", "n", "{:.0f}"), ("rouge1", "R-1", "{:.2f}"), ("rouge2", "R-2", "{:.2f}"),
+ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")
+
+COLUMNS = [("n", "n", "{:.0f}"), ("rouge1", "R-1", "{:.2f}"), ("rouge1_ci", "R-1 95 % CI", "{}"),
+           ("rouge2", "R-2", "{:.2f}"),
            ("rougeL", "R-L", "{:.2f}"), ("meteor_exact", "METEOR exact", "{:.2f}"),
            ("meteor_full", "METEOR full", "{:.2f}"), ("novel_2gram", "novel 2-gram %", "{:.2f}"),
            ("novel_3gram", "novel 3-gram %", "{:.2f}"), ("repeat_3gram", "repeated 3-gram %", "{:.2f}"),
@@ -67,15 +76,25 @@ def see_systems(data: str, subset: str) -> Dict[str, str]:
     return out
 
 
+def _scored(hyps, base, vocab, meteor_modes, hyp_name):
+    """evaluate()'s figures with ROUGE intervals, and the per-article ROUGE kept apart."""
+    row = evaluate(hyps, base["ref"], base["src"], vocab, meteor_modes, hyp_name=hyp_name,
+                   per_article=True)
+    per = row.pop("per_article")
+    row["ci"] = {k: list(mean_interval(per[k])) for k in ROUGE_KEYS}
+    return row, per
+
+
 def score_subset(data: str, subset: str, systems: Sequence[Tuple[str, str]],
-                 meteor_modes: Sequence[str], vocab) -> Dict[str, object]:
-    """``{"rows": {label: figures}, "missing": {label: path}}`` for one subset."""
+                 meteor_modes: Sequence[str], vocab) -> Tuple[Dict[str, object], Dict[str, Dict]]:
+    """``({"rows": {label: figures}, "missing": {label: path}}, {label: per-article ROUGE})``."""
     base = read_aligned({"ref": os.path.join(data, f"{subset}.summary"),
                          "src": os.path.join(data, f"{subset}.article")})
     rows: Dict[str, Dict] = {}
+    per: Dict[str, Dict] = {}
     missing: Dict[str, str] = {}
-    rows["lead-3"] = evaluate([lead(a, 3) for a in base["src"]], base["ref"], base["src"], vocab,
-                              meteor_modes, hyp_name=f"lead-3 of {subset}")
+    rows["lead-3"], per["lead-3"] = _scored([lead(a, 3) for a in base["src"]], base, vocab,
+                                            meteor_modes, f"lead-3 of {subset}")
     candidates = list(see_systems(data, subset).items())
     candidates += [(label, path.replace("{subset}", subset)) for label, path in systems]
     for label, path in candidates:
@@ -83,9 +102,30 @@ def score_subset(data: str, subset: str, systems: Sequence[Tuple[str, str]],
             missing[label] = path
             continue
         hyp = read_aligned({"hyp": path, "ref": os.path.join(data, f"{subset}.summary")})["hyp"]
-        rows[label] = evaluate(hyp, base["ref"], base["src"], vocab, meteor_modes, hyp_name=path)
+        rows[label], per[label] = _scored(hyp, base, vocab, meteor_modes, path)
         rows[label]["path"] = path
-    return {"rows": rows, "missing": missing}
+    return {"rows": rows, "missing": missing}, per
+
+
+def split_pair(pair: str, labels, option: str) -> Tuple[str, str]:
+    """``A:B`` → (A, B) where both are known system labels; labels may hold ':' themselves
+    ("See et al.: pointer_gen"), so the split is the one whose two sides are both labels."""
+    splits = [(pair[:i], pair[i + 1:]) for i, ch in enumerate(pair) if ch == ":"]
+    found = [(a, b) for a, b in splits if a in labels and b in labels]
+    if len(found) != 1:
+        why = "no split" if not found else "more than one split"
+        raise ValueError(f"{option} {pair!r}: {why} into two system labels; labels here: "
+                         + ", ".join(sorted(labels)))
+    return found[0]
+
+
+def paired(per: Dict[str, Dict], a: str, b: str) -> Dict[str, object]:
+    """Paired bootstrap of B − A for each ROUGE figure, or why there is none."""
+    absent = [x for x in (a, b) if x not in per]
+    if absent:
+        return {"a": a, "b": b,
+                "skipped": f"summaries of {' and '.join(absent)} not scored in this report"}
+    return dict({k: paired_mean_bootstrap(per[a][k], per[b][k]) for k in ROUGE_KEYS}, a=a, b=b)
 
 
 # figures that must agree between an earlier report's lead-3 row and today's for its rows to be used
@@ -143,10 +183,8 @@ def keep_output(out_dir: str, subset: str, label: str, row: Dict) -> None:
     row["kept"] = os.path.relpath(dest, out_dir)
 
 
-def coverage_change(rows: Dict[str, Dict], pair: str) -> Optional[Dict[str, float]]:
-    before, sep, after = pair.partition(":")
-    if not sep:
-        raise ValueError(f"--coverage-pair {pair!r}: expected BEFORE:AFTER (two system labels)")
+def coverage_change(rows: Dict[str, Dict], before: str, after: str) -> Optional[Dict[str, float]]:
+    """Repeated-trigram rates of the two systems and the relative change; None if one is missing."""
     if before not in rows or after not in rows:
         return None
     a, b = rows[before]["repeat_3gram"], rows[after]["repeat_3gram"]
@@ -159,12 +197,16 @@ def markdown(report: Dict[str, object]) -> str:
              "(`fairseq_acvi.cli.eval_summarization`; ROUGE = rouge-score with stemming, F1 × 100, "
              "ROUGE-L summary-level). n-gram and word rates in % of the summaries' tokens.", ""]
     for subset, res in report["subsets"].items():
-        cols = [c for c in COLUMNS if any(r.get(c[0]) is not None for r in res["rows"].values())]
+        cols = [c for c in COLUMNS if any(r.get(c[0]) is not None or (c[0] == "rouge1_ci" and "ci" in r)
+                                          for r in res["rows"].values())]
         lines += [f"## {subset}", "",
                   "| system | " + " | ".join(c[1] for c in cols) + " |",
                   "|---|" + "---:|" * len(cols)]
         earlier = {}
         for label, r in res["rows"].items():
+            r = dict(r)
+            if "ci" in r:
+                r["rouge1_ci"] = "{:.2f}–{:.2f}".format(*r["ci"]["rouge1"])
             cells = [c[2].format(r[c[0]]) if r.get(c[0]) is not None else "—" for c in cols]
             mark = ""
             if "scored" in r:
@@ -176,6 +218,16 @@ def markdown(report: Dict[str, object]) -> str:
         for (date, path), k in earlier.items():
             lines += ["", f"{'†' * k} scored on {date} (`{path}`); its summaries are not at hand now, "
                       "its lead-3 row agrees with today's."]
+        for pair, pr in res.get("paired", {}).items():
+            a, b = pr["a"], pr["b"]
+            if "skipped" in pr:
+                lines += ["", f"Paired {b} − {a}: not computed ({pr['skipped']})."]
+                continue
+            n_res = pr["rouge1"]["n_resamples"]
+            figs = "; ".join(f"{name} {d['delta']:+.2f} (95 % CI {d['low']:+.2f} to {d['high']:+.2f}, "
+                             f"higher in {100 * d['p_other_better']:.0f} %)"
+                             for name, d in zip(("R-1", "R-2", "R-L"), (pr[k] for k in ROUGE_KEYS)))
+            lines += ["", f"Paired {b} − {a} ({n_res:,} resamples of the same articles): {figs}."]
         for pair, ch in res.get("coverage", {}).items():
             if ch is not None:
                 lines.append("")
@@ -197,6 +249,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="BEFORE:AFTER labels: report the change of the repeated-trigram rate")
     p.add_argument("--meteor", default="none", help="METEOR modes (exact,full) or none (default)")
     p.add_argument("--dict", help="dict.txt for the OOV-adoption rate (default: DATA/dict.src.txt)")
+    p.add_argument("--paired", action="append", default=[],
+                   help="A:B labels: paired bootstrap of B - A's ROUGE on the same articles "
+                        "(both scored in this report; repeatable)")
     p.add_argument("--earlier", action="append", default=[],
                    help="results.json of an earlier report: its system rows that are not scored "
                         "now are added, marked with its date (repeatable)")
@@ -218,14 +273,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             earlier.append((path, read_report(path)))
         report = {"date": datetime.date.today().isoformat(), "data": args.data, "subsets": {}}
         for subset in args.subset:
-            res = score_subset(args.data, subset, systems, modes, vocab)
+            res, per = score_subset(args.data, subset, systems, modes, vocab)
             if args.keep_outputs:
                 for label, row in res["rows"].items():
                     if "path" in row:
                         keep_output(args.out_dir, subset, label, row)
             for path, rep in earlier:
                 import_earlier(res, subset, path, rep)
-            res["coverage"] = {p: coverage_change(res["rows"], p) for p in args.coverage_pair}
+            labels = set(res["rows"]) | set(res["missing"])
+            res["paired"] = {p: paired(per, *split_pair(p, labels, "--paired")) for p in args.paired}
+            res["coverage"] = {p: coverage_change(res["rows"], *split_pair(p, labels, "--coverage-pair"))
+                               for p in args.coverage_pair}
             report["subsets"][subset] = res
             print(f"[summ_report] {subset}: {len(res['rows'])} rows, {len(res['missing'])} "
                   "not decoded", file=sys.stderr)

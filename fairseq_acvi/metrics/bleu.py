@@ -19,6 +19,8 @@ from typing import Dict, Sequence
 
 import numpy as np
 
+from fairseq_acvi.metrics.bootstrap import resample_weights, summarize_deltas
+
 MAX_ORDER = 4
 #: columns of a statistics row: hyp length, ref length, matches n=1..4, hyp n-grams n=1..4
 N_STATS = 2 + 2 * MAX_ORDER
@@ -86,17 +88,12 @@ def paired_bootstrap(base: np.ndarray, other: np.ndarray, n_resamples: int = 100
     if base.shape != other.shape or base.ndim != 2 or base.shape[1] != N_STATS:
         raise ValueError(f"statistics of the same sentences needed: shapes {base.shape} and "
                          f"{other.shape} (expected (n, {N_STATS}) both)")
-    n = base.shape[0]
-    if n == 0:
+    if base.shape[0] == 0:
         raise ValueError("no sentences")
-    rng = np.random.default_rng(seed)
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
+    weights = resample_weights(base.shape[0], n_resamples, seed)
     d = bleu_from_totals(weights @ other) - bleu_from_totals(weights @ base)   # (R,)
-    lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
-    b, o = float(bleu_from_totals(base.sum(0))), float(bleu_from_totals(other.sum(0)))
-    return {"base": b, "other": o, "delta": o - b, "low": float(lo), "high": float(hi),
-            "p_other_better": float(np.mean(d > 0)), "n_resamples": int(n_resamples),
-            "level": float(level)}
+    return summarize_deltas(d, bleu_from_totals(base.sum(0)), bleu_from_totals(other.sum(0)),
+                            n_resamples, level)
 
 
 def format_interval(r: Dict[str, float]) -> str:

@@ -192,9 +192,8 @@ def test_subset_errors_are_clear(tmp_path):
 
 # ---------------------------------------------------------------- the report
 
-def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
-    from fairseq_acvi.cli import summ_report
-
+def _report_subset(tmp_path):
+    """A prepared folder with a two-article subset ``sub``; returns (folder, references)."""
     data = tmp_path / "bin"
     data.mkdir()
     arts = ["the cat sat . the dog ran . a bird sang . it rained .",
@@ -202,6 +201,13 @@ def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
     refs = ["<t> the cat sat . </t> <t> a bird sang . </t>", "<t> police found a red car . </t>"]
     (data / "sub.article").write_text("\n".join(arts) + "\n", encoding="utf-8")
     (data / "sub.summary").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    return data, refs
+
+
+def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
+    from fairseq_acvi.cli import summ_report
+
+    data, refs = _report_subset(tmp_path)
     (data / "sub.see_pointer_gen.txt").write_text("the cat sat .\npolice found a car .\n", encoding="utf-8")
     run = tmp_path / "run"
     run.mkdir()
@@ -260,13 +266,7 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
 
     from fairseq_acvi.cli import summ_report
 
-    data = tmp_path / "bin"
-    data.mkdir()
-    arts = ["the cat sat . the dog ran . a bird sang . it rained .",
-            "police found a car . it was red . nobody was hurt . the end ."]
-    refs = ["<t> the cat sat . </t> <t> a bird sang . </t>", "<t> police found a red car . </t>"]
-    (data / "sub.article").write_text("\n".join(arts) + "\n", encoding="utf-8")
-    (data / "sub.summary").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    data, refs = _report_subset(tmp_path)
     run = tmp_path / "run"
     run.mkdir()
     (run / "hyp_old.txt").write_text("the cat sat the cat sat .\npolice found police found .\n",

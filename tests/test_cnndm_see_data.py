@@ -244,6 +244,38 @@ def test_recipe_smoke_on_see_chunks(tmp_path):
                        text=True, env=env, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "DECODE_PHASE=3: the schedule has phases 1..2" in r.stderr
 
+    # a second run (another seed; a 5-update model without copying writes no words at all) and both
+    # in one table through the comparison recipe
+    seed2 = tmp_path / "seed2"
+    env = {k: v for k, v in env.items() if k != "DECODE_PHASE"}
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh"), *tiny],
+                       capture_output=True, text=True, env=dict(env, TRAIN="1", SAVE=str(seed2), SEED="2"),
+                       cwd=str(REPO), timeout=900)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    out = tmp_path / "compare"
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm_compare.sh")], capture_output=True,
+                       text=True, env=dict(env, RUNS=f"soft={save} seed2={seed2}", SUBSETS="test_every3",
+                                           OUT=str(out)), cwd=str(REPO), timeout=900)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert f"soft: {save}/hyp_test_every3_phase1.txt exists, not decoded again" in r.stdout
+    assert "seed2: decoding test_every3 from phase 1" in r.stdout
+    rep = json.loads((out / "results.json").read_text())["subsets"]["test_every3"]
+    assert list(rep["rows"]) == ["lead-3", "soft (ours, phase 1)", "soft + coverage (ours)",
+                                 "seed2 (ours, phase 1)", "seed2 + coverage (ours)"]
+    assert rep["missing"] == {} and all(r["n"] == 8 for r in rep["rows"].values())
+    assert set(rep["paired"]) == {"soft (ours, phase 1):soft + coverage (ours)",
+                                  "seed2 (ours, phase 1):seed2 + coverage (ours)",
+                                  "soft (ours, phase 1):seed2 (ours, phase 1)",
+                                  "soft + coverage (ours):seed2 + coverage (ours)"}
+    assert (out / "outputs" / "test_every3" / "seed2_coverage_ours.txt").read_text() == \
+        (seed2 / "hyp_test_every3.txt").read_text()
+    # runs of other schedules are refused before anything is decoded
+    (seed2 / "phase3").mkdir()
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm_compare.sh")], capture_output=True,
+                       text=True, env=dict(env, RUNS=f"soft={save} seed2={seed2}", OUT=str(out)),
+                       cwd=str(REPO), timeout=60)
+    assert r.returncode == 2 and "has 3 phase folders" in r.stderr, r.stderr
+
 
 def test_recipe_rejects_a_malformed_schedule(tmp_path):
     data = tmp_path / "d"

@@ -235,7 +235,7 @@ def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
     pr = rep["paired"]["soft:soft+cov"]["rouge1"]
     assert pr["delta"] == pytest.approx(sum(diffs) / 2)
     assert [pr["low"], pr["high"]] == pytest.approx([min(diffs), max(diffs)])
-    assert rep["paired"]["soft:acvi"]["skipped"] == "summaries of acvi not scored in this report"
+    assert rep["paired"]["soft:acvi"]["skipped"] == "summaries of acvi not scored here for this subset"
     # a label with ':' in it pairs as well; a misspelt label is an error listing the labels
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"soft={run}/hyp_sub.txt",
                              "--paired", "See et al.: pointer_gen:soft", "--out-dir", str(tmp_path / "p")]) == 0
@@ -254,7 +254,7 @@ def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
     md = (out / "results.md").read_text()
     assert "| acvi | not decoded" in md and "repeated 3-grams" in md
     assert "Paired soft+cov − soft (1,000 resamples of the same articles): R-1 +" in md
-    assert "Paired acvi − soft: not computed (summaries of acvi not scored" in md
+    assert "Paired acvi − soft: not computed (summaries of acvi not scored here" in md
     # a system with the wrong number of lines is an error naming the file
     (run / "hyp_sub.txt").write_text("one line only .\n", encoding="utf-8")
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system",
@@ -307,3 +307,21 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--earlier",
                              str(tmp_path / "bad.json"), "--out-dir", str(tmp_path / "x")]) == 1
     assert "bad.json: not a summ_report results.json" in capsys.readouterr().err
+
+
+def test_summ_report_pairs_a_system_only_where_a_subset_has_it(tmp_path):
+    import json
+    import shutil
+
+    from fairseq_acvi.cli import summ_report
+
+    data, _ = _report_subset(tmp_path)
+    for ext in ("article", "summary"):
+        shutil.copyfile(data / f"sub.{ext}", data / f"other.{ext}")
+    (data / "sub.see_x.txt").write_text("the cat sat .\npolice found a car .\n", encoding="utf-8")
+    out = tmp_path / "r"
+    assert summ_report.main(["--data", str(data), "--subset", "sub", "--subset", "other",
+                             "--paired", "lead-3:See et al.: x", "--out-dir", str(out)]) == 0
+    rep = json.loads((out / "results.json").read_text())["subsets"]
+    assert rep["sub"]["paired"]["lead-3:See et al.: x"]["rouge1"]["n_resamples"] == 1000
+    assert rep["other"]["paired"] == {}          # the subset has no such system: nothing to say

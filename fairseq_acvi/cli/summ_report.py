@@ -124,7 +124,7 @@ def paired(per: Dict[str, Dict], a: str, b: str) -> Dict[str, object]:
     absent = [x for x in (a, b) if x not in per]
     if absent:
         return {"a": a, "b": b,
-                "skipped": f"summaries of {' and '.join(absent)} not scored in this report"}
+                "skipped": f"summaries of {' and '.join(absent)} not scored here for this subset"}
     return dict({k: paired_mean_bootstrap(per[a][k], per[b][k]) for k in ROUGE_KEYS}, a=a, b=b)
 
 
@@ -272,6 +272,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for path in args.earlier:
             earlier.append((path, read_report(path)))
         report = {"date": datetime.date.today().isoformat(), "data": args.data, "subsets": {}}
+        pers: Dict[str, Dict] = {}
         for subset in args.subset:
             res, per = score_subset(args.data, subset, systems, modes, vocab)
             if args.keep_outputs:
@@ -280,13 +281,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         keep_output(args.out_dir, subset, label, row)
             for path, rep in earlier:
                 import_earlier(res, subset, path, rep)
-            labels = set(res["rows"]) | set(res["missing"])
-            res["paired"] = {p: paired(per, *split_pair(p, labels, "--paired")) for p in args.paired}
-            res["coverage"] = {p: coverage_change(res["rows"], *split_pair(p, labels, "--coverage-pair"))
-                               for p in args.coverage_pair}
             report["subsets"][subset] = res
+            pers[subset] = per
             print(f"[summ_report] {subset}: {len(res['rows'])} rows, {len(res['missing'])} "
                   "not decoded", file=sys.stderr)
+        # a pair names labels of some subset (See et al.'s differ from subset to subset); it is
+        # reported for the subsets that have both systems (as rows scored now, earlier or missing)
+        labels = {label for res in report["subsets"].values() for label in [*res["rows"], *res["missing"]]}
+        pairs = [split_pair(p, labels, "--paired") for p in args.paired]
+        cov_pairs = [split_pair(p, labels, "--coverage-pair") for p in args.coverage_pair]
+        for subset, res in report["subsets"].items():
+            here = {*res["rows"], *res["missing"]}
+            res["paired"] = {p: paired(pers[subset], *ab) for p, ab in zip(args.paired, pairs)
+                             if set(ab) <= here}
+            res["coverage"] = {p: coverage_change(res["rows"], *ab)
+                               for p, ab in zip(args.coverage_pair, cov_pairs)}
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

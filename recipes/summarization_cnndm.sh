@@ -26,6 +26,8 @@ MAX_LEN="${MAX_LEN:-100}"
 GEN_BATCH="${GEN_BATCH:-32}"
 SUBSET="${SUBSET:-test}"
 MC_SAMPLES="${MC_SAMPLES:-}"
+SHARDS="${SHARDS:-1}"
+SHARD_IDS="${SHARD_IDS:-}"
 METEOR="${METEOR:-exact,full}"
 PYTHON="${PYTHON:-python}"
 USER_DIR="${USER_DIR:-fairseq_acvi}"
@@ -93,12 +95,39 @@ CKPT="$SAVE/phase$DECODE_PHASE/checkpoint_last.pt"
 [[ -f "$CKPT" ]] || { echo "[recipe] error: no checkpoint $CKPT" >&2; exit 1; }
 overrides=()
 if [[ -n "$MC_SAMPLES" ]]; then overrides=(--model-overrides "{'mc_samples': $MC_SAMPLES}"); fi
-"$PYTHON" -m fairseq_cli.generate "$DATA" --user-dir "$USER_DIR" --task pointer_summarization \
-  --source-lang src --target-lang tgt --path "$CKPT" --gen-subset "$SUBSET" --beam "$BEAM" \
-  --truncate-source --max-source-positions "$((ENC[k] + 1))" \
-  --truncate-target --max-target-positions "${DEC[$k]}" \
-  --min-len "$MIN_LEN" --max-len-a 0 --max-len-b "$MAX_LEN" --batch-size "$GEN_BATCH" \
-  "${overrides[@]}" > "$SAVE/gen_$name.out"
+gen=("$PYTHON" -m fairseq_cli.generate "$DATA" --user-dir "$USER_DIR" --task pointer_summarization
+  --source-lang src --target-lang tgt --path "$CKPT" --gen-subset "$SUBSET" --beam "$BEAM"
+  --truncate-source --max-source-positions "$((ENC[k] + 1))"
+  --truncate-target --max-target-positions "${DEC[$k]}"
+  --min-len "$MIN_LEN" --max-len-a 0 --max-len-b "$MAX_LEN" --batch-size "$GEN_BATCH"
+  "${overrides[@]}")
+[[ "$SHARDS" =~ ^[1-9][0-9]*$ ]] || { echo "[recipe] error: SHARDS=$SHARDS is not a positive integer" >&2; exit 2; }
+# shards are whole batches (fairseq-generate's --distributed-world-size/--distributed-rank): at most one per batch
+n_batches=$(( ($(wc -l < "$DATA/$SUBSET.article") + GEN_BATCH - 1) / GEN_BATCH ))
+if (( SHARDS > n_batches )); then
+  echo "[recipe] SHARDS=$SHARDS: $SUBSET has $n_batches batches of $GEN_BATCH; decoding in $n_batches shards"
+  SHARDS=$n_batches
+fi
+if (( SHARDS == 1 )); then
+  "${gen[@]}" > "$SAVE/gen_$name.out"
+else
+  for s in ${SHARD_IDS:-$(seq 0 $((SHARDS - 1)))}; do
+    [[ "$s" =~ ^[0-9]+$ ]] && (( s < SHARDS )) || { echo "[recipe] error: SHARD_IDS: '$s' is not a shard of 0..$((SHARDS - 1))" >&2; exit 2; }
+    part="$SAVE/gen_$name.shard$s-of$SHARDS.out"
+    if [[ -f "$part" ]]; then echo "[recipe] $part exists, not decoded again"; continue; fi
+    echo "[recipe] decoding shard $s of $SHARDS"
+    "${gen[@]}" --distributed-world-size "$SHARDS" --distributed-rank "$s" > "$part.tmp"
+    mv "$part.tmp" "$part"
+  done
+  parts=(); for ((s = 0; s < SHARDS; s++)); do
+    [[ -f "$SAVE/gen_$name.shard$s-of$SHARDS.out" ]] && parts+=("$SAVE/gen_$name.shard$s-of$SHARDS.out")
+  done
+  if (( ${#parts[@]} < SHARDS )); then
+    echo "[recipe] $name: ${#parts[@]} of $SHARDS shards decoded; the same command with the other SHARD_IDS finishes it"
+    exit 0
+  fi
+  cat "${parts[@]}" > "$SAVE/gen_$name.out"
+fi
 "$PYTHON" data_scripts/restore_oov.py --src "$DATA/$SUBSET.article" --hyp "$SAVE/gen_$name.out" \
   --out "$SAVE/hyp_$name.txt"
 "$PYTHON" -m fairseq_acvi.cli.eval_summarization --hyp "$SAVE/hyp_$name.txt" \

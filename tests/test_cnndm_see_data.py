@@ -285,3 +285,22 @@ def test_recipe_rejects_a_malformed_schedule(tmp_path):
     r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True, text=True,
                        env=env, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "SCHEDULE phase '10:50:50' is not END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE" in r.stderr
+
+    # decoding in shards (resumable, two processes side by side): the same summaries as in one go
+    env = dict(env, GEN_BATCH="2")                  # 8 articles: 4 batches
+    recipe = ["bash", str(REPO / "recipes" / "summarization_cnndm.sh")]
+    r = subprocess.run(recipe, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    whole = (save / "hyp_test_every3.txt").read_text()
+    (save / "hyp_test_every3.txt").unlink()
+    r = subprocess.run(recipe, capture_output=True, text=True, env=dict(env, SHARDS="3", SHARD_IDS="0 2"),
+                       cwd=str(REPO), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2 of 3 shards decoded" in r.stdout and not (save / "hyp_test_every3.txt").exists()
+    r = subprocess.run(recipe, capture_output=True, text=True, env=dict(env, SHARDS="3"), cwd=str(REPO), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "shard0-of3.out exists, not decoded again" in r.stdout and "decoding shard 1 of 3" in r.stdout
+    assert (save / "hyp_test_every3.txt").read_text() == whole
+    r = subprocess.run(recipe, capture_output=True, text=True, env=dict(env, SHARDS="9", SHARD_IDS="7"),
+                       cwd=str(REPO), timeout=300)
+    assert r.returncode == 2 and "decoding in 4 shards" in r.stdout and "'7' is not a shard of 0..3" in r.stderr

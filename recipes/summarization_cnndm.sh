@@ -126,6 +126,10 @@ else
     echo "[recipe] $name: ${#parts[@]} of $SHARDS shards decoded; the same command with the other SHARD_IDS finishes it"
     exit 0
   fi
+  # two processes may finish their last shards together: one merges and scores (mkdir is atomic)
+  lock="$SAVE/.merging_$name"
+  mkdir "$lock" 2>/dev/null || { echo "[recipe] $name: another process is merging the shards (if none is, remove $lock)"; exit 0; }
+  trap 'rmdir "$lock" 2>/dev/null || true' EXIT
   cat "${parts[@]}" > "$SAVE/gen_$name.out"
 fi
 "$PYTHON" data_scripts/restore_oov.py --src "$DATA/$SUBSET.article" --hyp "$SAVE/gen_$name.out" \

@@ -297,9 +297,15 @@ def test_recipe_rejects_a_malformed_schedule(tmp_path):
                        cwd=str(REPO), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "2 of 3 shards decoded" in r.stdout and not (save / "hyp_test_every3.txt").exists()
+    (save / ".merging_test_every3").mkdir()       # as if another process were merging
     r = subprocess.run(recipe, capture_output=True, text=True, env=dict(env, SHARDS="3"), cwd=str(REPO), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "shard0-of3.out exists, not decoded again" in r.stdout and "decoding shard 1 of 3" in r.stdout
+    assert "another process is merging" in r.stdout and not (save / "hyp_test_every3.txt").exists()
+    (save / ".merging_test_every3").rmdir()
+    r = subprocess.run(recipe, capture_output=True, text=True, env=dict(env, SHARDS="3"), cwd=str(REPO), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "decoding shard" not in r.stdout and not (save / ".merging_test_every3").exists()
     assert (save / "hyp_test_every3.txt").read_text() == whole
     r = subprocess.run(recipe, capture_output=True, text=True, env=dict(env, SHARDS="9", SHARD_IDS="7"),
                        cwd=str(REPO), timeout=300)

@@ -297,6 +297,11 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
     md = (second / "results.md").read_text()
     assert "| soft † |" in md and "| acvi |" in md and "† scored on 2026-01-02" in md
 
+    # two labels that would overwrite each other's kept file are refused
+    assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"a b={run}/hyp_new.txt",
+                             "--system", f"a_b={run}/hyp_new.txt", "--keep-outputs",
+                             "--out-dir", str(tmp_path / "x")]) == 1
+    assert "'a b' and 'a_b' give the same file name a_b.txt" in capsys.readouterr().err
     # another set of references: the earlier lead-3 no longer agrees, so its rows are refused
     (data / "sub.summary").write_text("<t> it rained . </t>\n<t> the end . </t>\n", encoding="utf-8")
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--earlier",

@@ -173,14 +173,23 @@ def import_earlier(res: Dict[str, object], subset: str, path: str, earlier: Dict
     return added
 
 
-def keep_output(out_dir: str, subset: str, label: str, row: Dict) -> None:
-    """Copy a scored system's summaries to ``OUT_DIR/outputs/SUBSET/<label as a file name>.txt``."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "system"
-    dest_dir = os.path.join(out_dir, "outputs", subset)
-    os.makedirs(dest_dir, exist_ok=True)
-    dest = os.path.join(dest_dir, slug + ".txt")
-    shutil.copyfile(row["path"], dest)
-    row["kept"] = os.path.relpath(dest, out_dir)
+def keep_outputs(out_dir: str, report: Dict[str, object]) -> None:
+    """Copy every scored system's summaries to ``OUT_DIR/outputs/SUBSET/<label as a file name>.txt``
+    and note the copy's path (relative to OUT_DIR) in its row as ``kept``."""
+    for subset, res in report["subsets"].items():
+        dest_dir = os.path.join(out_dir, "outputs", subset)
+        taken: Dict[str, str] = {}
+        for label, row in res["rows"].items():
+            if "path" not in row:
+                continue
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "system"
+            if slug in taken:
+                raise ValueError(f"--keep-outputs: labels {taken[slug]!r} and {label!r} give the same "
+                                 f"file name {slug}.txt")
+            taken[slug] = label
+            os.makedirs(dest_dir, exist_ok=True)
+            shutil.copyfile(row["path"], os.path.join(dest_dir, slug + ".txt"))
+            row["kept"] = os.path.join("outputs", subset, slug + ".txt")
 
 
 def coverage_change(rows: Dict[str, Dict], before: str, after: str) -> Optional[Dict[str, float]]:
@@ -275,16 +284,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pers: Dict[str, Dict] = {}
         for subset in args.subset:
             res, per = score_subset(args.data, subset, systems, modes, vocab)
-            if args.keep_outputs:
-                for label, row in res["rows"].items():
-                    if "path" in row:
-                        keep_output(args.out_dir, subset, label, row)
-            for path, rep in earlier:
-                import_earlier(res, subset, path, rep)
+            n_earlier = sum(import_earlier(res, subset, path, rep) for path, rep in earlier)
             report["subsets"][subset] = res
             pers[subset] = per
-            print(f"[summ_report] {subset}: {len(res['rows'])} rows, {len(res['missing'])} "
-                  "not decoded", file=sys.stderr)
+            print(f"[summ_report] {subset}: {len(res['rows'])} rows ({n_earlier} from earlier "
+                  f"reports), {len(res['missing'])} not decoded", file=sys.stderr)
         # a pair names labels of some subset (See et al.'s differ from subset to subset); it is
         # reported for the subsets that have both systems (as rows scored now, earlier or missing)
         labels = {label for res in report["subsets"].values() for label in [*res["rows"], *res["missing"]]}
@@ -296,10 +300,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              if set(ab) <= here}
             res["coverage"] = {p: coverage_change(res["rows"], *ab)
                                for p, ab in zip(args.coverage_pair, cov_pairs)}
+        os.makedirs(args.out_dir, exist_ok=True)
+        if args.keep_outputs:
+            keep_outputs(args.out_dir, report)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
     md = markdown(report)

@@ -276,16 +276,6 @@ def test_recipe_smoke_on_see_chunks(tmp_path):
                        cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "has 3 phase folders" in r.stderr, r.stderr
 
-
-def test_recipe_rejects_a_malformed_schedule(tmp_path):
-    data = tmp_path / "d"
-    data.mkdir()
-    (data / "dict.src.txt").write_text("a 1\n")
-    env = dict(os.environ, PYTHON=sys.executable, DATA=str(data), SCHEDULE="10:50:50", SAVE=str(tmp_path / "s"))
-    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True, text=True,
-                       env=env, cwd=str(REPO), timeout=60)
-    assert r.returncode == 2 and "SCHEDULE phase '10:50:50' is not END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE" in r.stderr
-
     # decoding in shards (resumable, two processes side by side): the same summaries as in one go
     env = dict(env, GEN_BATCH="2")                  # 8 articles: 4 batches
     recipe = ["bash", str(REPO / "recipes" / "summarization_cnndm.sh")]
@@ -310,3 +300,13 @@ def test_recipe_rejects_a_malformed_schedule(tmp_path):
     r = subprocess.run(recipe, capture_output=True, text=True, env=dict(env, SHARDS="9", SHARD_IDS="7"),
                        cwd=str(REPO), timeout=300)
     assert r.returncode == 2 and "decoding in 4 shards" in r.stdout and "'7' is not a shard of 0..3" in r.stderr
+
+def test_recipe_rejects_a_malformed_schedule(tmp_path):
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "dict.src.txt").write_text("a 1\n")
+    env = dict(os.environ, PYTHON=sys.executable, DATA=str(data), SCHEDULE="10:50:50", SAVE=str(tmp_path / "s"))
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True, text=True,
+                       env=env, cwd=str(REPO), timeout=60)
+    assert r.returncode == 2 and "SCHEDULE phase '10:50:50' is not END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE" in r.stderr
+

@@ -287,8 +287,10 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
     second = tmp_path / "second"
     assert summ_report.main(["--data", str(data), "--subset", "sub",
                              "--system", f"acvi={run}/hyp_new.txt", "--system", f"soft={run}/hyp_old.txt",
-                             "--earlier", str(first / "results.json"),
+                             "--earlier", str(first / "results.json"), "--keep-outputs",
                              "--coverage-pair", "soft:acvi", "--out-dir", str(second)]) == 0
+    # only the summaries scored now are kept (the earlier row's file is gone)
+    assert sorted(p.name for p in (second / "outputs" / "sub").iterdir()) == ["acvi.txt"]
     rep = json.loads((second / "results.json").read_text())["subsets"]["sub"]
     assert list(rep["rows"]) == ["lead-3", "acvi", "soft"] and rep["missing"] == {}
     assert rep["rows"]["soft"]["rouge1"] == old["subsets"]["sub"]["rows"]["soft"]["rouge1"]

@@ -180,7 +180,7 @@ def keep_outputs(out_dir: str, report: Dict[str, object]) -> None:
         dest_dir = os.path.join(out_dir, "outputs", subset)
         taken: Dict[str, str] = {}
         for label, row in res["rows"].items():
-            if "path" not in row:
+            if "path" not in row or "scored" in row:      # lead-3, or a row of an earlier report
                 continue
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "system"
             if slug in taken:

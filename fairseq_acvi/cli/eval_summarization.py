@@ -71,7 +71,7 @@ def evaluate(hyps: List[str], refs: List[str], srcs: Optional[List[str]] = None,
     from fairseq_acvi.metrics.meteor import meteor
     from fairseq_acvi.metrics.ngrams import ngram_statistics
     from fairseq_acvi.metrics.novelty import novelty
-    from fairseq_acvi.metrics.rouge import rouge_per_pair
+    from fairseq_acvi.metrics.rouge import rouge_means, rouge_per_pair
 
     for i, h in enumerate(hyps, 1):
         for t in h.split():
@@ -83,7 +83,7 @@ def evaluate(hyps: List[str], refs: List[str], srcs: Optional[List[str]] = None,
         raise ValueError(f"{hyp_name}: no summaries to score")
     per = rouge_per_pair(hyps, refs)
     per = {"rouge1": per["rouge1"], "rouge2": per["rouge2"], "rougeL": per["rougeLsum"]}
-    res.update({k: sum(v) / len(v) for k, v in per.items()})
+    res.update(rouge_means(per))
     for mode in meteor_modes:
         res[f"meteor_{mode}"] = meteor(hyps, refs, mode=mode)["score"]
     if srcs is not None:

@@ -94,9 +94,15 @@ def rouge_per_pair(hyps: Sequence[str], refs: Sequence[str]) -> Dict[str, List[f
     return out
 
 
+def rouge_means(per: Dict[str, List[float]]) -> Dict[str, float]:
+    """Corpus figures from :func:`rouge_per_pair`'s lists: the mean over pairs of each."""
+    if not any(per.values()):
+        raise ValueError("no hypotheses to score")
+    return {k: sum(v) / len(v) for k, v in per.items()}
+
+
 def rouge(hyps: Sequence[str], refs: Sequence[str]) -> Dict[str, float]:
     """Mean F1 × 100 over pairs: ``{"rouge1", "rouge2", "rougeLsum"}``."""
     if not hyps:
         raise ValueError("no hypotheses to score")
-    per = rouge_per_pair(hyps, refs)
-    return {k: sum(v) / len(v) for k, v in per.items()}
+    return rouge_means(rouge_per_pair(hyps, refs))

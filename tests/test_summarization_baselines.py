@@ -273,8 +273,11 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
                                      encoding="utf-8")
     (run / "hyp_new.txt").write_text("the cat sat . a bird sang .\npolice found a car .\n", encoding="utf-8")
     first = tmp_path / "first"
+    (data / "sub.see_pointer_gen.txt").write_text("the cat sat .\npolice found a car .\n", encoding="utf-8")
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"soft={run}/hyp_old.txt",
                              "--keep-outputs", "--out-dir", str(first)]) == 0
+    # ours are kept; See et al.'s published outputs are data and stay beside the subset
+    assert sorted(p.name for p in (first / "outputs" / "sub").iterdir()) == ["soft.txt"]
     kept = first / "outputs" / "sub" / "soft.txt"
     assert kept.read_text() == (run / "hyp_old.txt").read_text()
     old = json.loads((first / "results.json").read_text())
@@ -292,7 +295,9 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
     # only the summaries scored now are kept (the earlier row's file is gone)
     assert sorted(p.name for p in (second / "outputs" / "sub").iterdir()) == ["acvi.txt"]
     rep = json.loads((second / "results.json").read_text())["subsets"]["sub"]
-    assert list(rep["rows"]) == ["lead-3", "acvi", "soft"] and rep["missing"] == {}
+    assert list(rep["rows"]) == ["lead-3", "See et al.: pointer_gen", "acvi", "soft"] and rep["missing"] == {}
+    see = rep["rows"]["See et al.: pointer_gen"]
+    assert see["published"] is True and "kept" not in see
     assert rep["rows"]["soft"]["rouge1"] == old["subsets"]["sub"]["rows"]["soft"]["rouge1"]
     assert rep["rows"]["soft"]["scored"] == "2026-01-02"
     assert rep["coverage"]["soft:acvi"]["relative_change"] == pytest.approx(-1.0)

@@ -27,7 +27,8 @@ of B − A on the same articles (difference, interval, share of resamples where 
 honest way to say whether two systems differ on one test set.
 
 ``--keep-outputs`` copies every scored system's summaries into ``OUT_DIR/outputs/SUBSET/`` so a
-report keeps the files its figures came from (checkpoint folders do not always survive).
+report keeps the files its figures came from (checkpoint folders do not always survive); See et
+al.'s outputs are part of the data beside the subset and are not copied.
 ``--earlier REPORT.json`` brings in the rows of an earlier report whose summaries are no longer at
 hand, only after checking that the evaluator and the articles still give that report's lead-3
 figures (otherwise the rows are not comparable and the command fails); such rows are marked with
@@ -95,7 +96,8 @@ def score_subset(data: str, subset: str, systems: Sequence[Tuple[str, str]],
     missing: Dict[str, str] = {}
     rows["lead-3"], per["lead-3"] = _scored([lead(a, 3) for a in base["src"]], base, vocab,
                                             meteor_modes, f"lead-3 of {subset}")
-    candidates = list(see_systems(data, subset).items())
+    published = see_systems(data, subset)
+    candidates = list(published.items())
     candidates += [(label, path.replace("{subset}", subset)) for label, path in systems]
     for label, path in candidates:
         if not os.path.isfile(path):
@@ -104,6 +106,8 @@ def score_subset(data: str, subset: str, systems: Sequence[Tuple[str, str]],
         hyp = read_aligned({"hyp": path, "ref": os.path.join(data, f"{subset}.summary")})["hyp"]
         rows[label], per[label] = _scored(hyp, base, vocab, meteor_modes, path)
         rows[label]["path"] = path
+        if published.get(label) == path:
+            rows[label]["published"] = True      # part of the data: --keep-outputs leaves it there
     return {"rows": rows, "missing": missing}, per
 
 
@@ -175,12 +179,13 @@ def import_earlier(res: Dict[str, object], subset: str, path: str, earlier: Dict
 
 def keep_outputs(out_dir: str, report: Dict[str, object]) -> None:
     """Copy every scored system's summaries to ``OUT_DIR/outputs/SUBSET/<label as a file name>.txt``
-    and note the copy's path (relative to OUT_DIR) in its row as ``kept``."""
+    and note the copy's path (relative to OUT_DIR) in its row as ``kept``; lead-3, rows of an
+    earlier report and See et al.'s published outputs (data, not ours) are not copied."""
     for subset, res in report["subsets"].items():
         dest_dir = os.path.join(out_dir, "outputs", subset)
         taken: Dict[str, str] = {}
         for label, row in res["rows"].items():
-            if "path" not in row or "scored" in row:      # lead-3, or a row of an earlier report
+            if "path" not in row or "scored" in row or row.get("published"):
                 continue
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "system"
             if slug in taken:

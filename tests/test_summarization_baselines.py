@@ -304,6 +304,14 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
     md = (second / "results.md").read_text()
     assert "| soft † |" in md and "| acvi |" in md and "† scored on 2026-01-02" in md
 
+    # scored again in the same folder from its own kept summaries: they stay, and so do the figures
+    again = summ_report.main(["--data", str(data), "--subset", "sub", "--system",
+                              f"acvi={second}/outputs/{{subset}}/acvi.txt", "--keep-outputs",
+                              "--out-dir", str(second)])
+    assert again == 0 and (second / "outputs" / "sub" / "acvi.txt").read_text() == (run / "hyp_new.txt").read_text()
+    rep2 = json.loads((second / "results.json").read_text())["subsets"]["sub"]
+    assert rep2["rows"]["acvi"]["rouge1"] == rep["rows"]["acvi"]["rouge1"]
+
     # two labels that would overwrite each other's kept file are refused
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"a b={run}/hyp_new.txt",
                              "--system", f"a_b={run}/hyp_new.txt", "--keep-outputs",

@@ -180,7 +180,8 @@ def import_earlier(res: Dict[str, object], subset: str, path: str, earlier: Dict
 def keep_outputs(out_dir: str, report: Dict[str, object]) -> None:
     """Copy every scored system's summaries to ``OUT_DIR/outputs/SUBSET/<label as a file name>.txt``
     and note the copy's path (relative to OUT_DIR) in its row as ``kept``; lead-3, rows of an
-    earlier report and See et al.'s published outputs (data, not ours) are not copied."""
+    earlier report and See et al.'s published outputs (data, not ours) are not copied, and a
+    summary read from its kept place (a report scored again in its own folder) stays as it is."""
     for subset, res in report["subsets"].items():
         dest_dir = os.path.join(out_dir, "outputs", subset)
         taken: Dict[str, str] = {}
@@ -193,7 +194,9 @@ def keep_outputs(out_dir: str, report: Dict[str, object]) -> None:
                                  f"file name {slug}.txt")
             taken[slug] = label
             os.makedirs(dest_dir, exist_ok=True)
-            shutil.copyfile(row["path"], os.path.join(dest_dir, slug + ".txt"))
+            dest = os.path.join(dest_dir, slug + ".txt")
+            if not (os.path.exists(dest) and os.path.samefile(row["path"], dest)):   # read from here: kept
+                shutil.copyfile(row["path"], dest)
             row["kept"] = os.path.join("outputs", subset, slug + ".txt")
 
 

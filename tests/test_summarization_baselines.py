@@ -252,7 +252,9 @@ def test_summ_report_rows_missing_systems_and_coverage_change(tmp_path):
     assert rep["coverage"]["soft:soft+cov"]["relative_change"] == pytest.approx(-1.0)
     assert rep["rows"]["soft+cov"]["rouge1"] > rep["rows"]["soft"]["rouge1"]
     md = (out / "results.md").read_text()
-    assert "| acvi | not decoded" in md and "repeated 3-grams" in md
+    assert "| acvi | not decoded for this subset |" in md and "repeated 3-grams" in md
+    # the absent file is named in results.json, not quoted in the report as if it were there
+    assert rep["missing"]["acvi"].endswith(".txt") and rep["missing"]["acvi"] not in md
     assert "Paired soft+cov − soft (1,000 resamples of the same articles): R-1 +" in md
     assert "Paired acvi − soft: not computed (summaries of acvi not scored here" in md
     # a system with the wrong number of lines is an error naming the file

@@ -230,8 +230,9 @@ def markdown(report: Dict[str, object]) -> str:
                 earlier.setdefault((r["scored"], r["report"]), len(earlier) + 1)
                 mark = " " + "†" * earlier[(r["scored"], r["report"])]
             lines.append(f"| {label}{mark} | " + " | ".join(cells) + " |")
-        for label, path in res["missing"].items():
-            lines.append(f"| {label} | not decoded (`{path}` missing) |" + " |" * (len(cols) - 1))
+        for label in res["missing"]:
+            # the file it looked for is in results.json ("missing"); a report quotes no absent path
+            lines.append(f"| {label} | not decoded for this subset |" + " |" * (len(cols) - 1))
         for (date, path), k in earlier.items():
             lines += ["", f"{'†' * k} scored on {date} (`{path}`); its summaries are not at hand now, "
                       "its lead-3 row agrees with today's."]

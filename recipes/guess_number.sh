@@ -5,7 +5,9 @@
 # SETTINGS OUT=runs/guess_number MODELS T_DIVERGENCE=tied MAX_EPOCH=30). Every variable and why the
 # defaults: docs/recipes/guess_number.md
 set -euo pipefail
+source "$(dirname "$0")/lib_check.sh"
 FULL="${FULL:-0}"
+check_choice FULL 0 1
 if [[ "$FULL" == "1" ]]; then
   SETTINGS="${SETTINGS:-0:10:1000 0:100:10000}"; MAX_EPOCH="${MAX_EPOCH:-100}"; LR_HALVE_EPOCHS="${LR_HALVE_EPOCHS:-25}"
 else
@@ -27,6 +29,20 @@ DATA_SEED="${DATA_SEED:-1}"
 TRAIN="${TRAIN:-1}"
 TRAIN_ARGS="${TRAIN_ARGS:-}"
 PYTHON="${PYTHON:-python}"
+check_positive_int MAX_EPOCH LR_HALVE_EPOCHS BATCH_SIZE MC_SAMPLES GAMES
+check_int PLAY_SEED TRANSCRIPTS SEED DATA_SEED
+check_nonneg_number LR
+check_choice_list MODELS ' ' memn2n t_memn2n
+check_choice T_DIVERGENCE seed exact tied
+check_choice PLAYER bisect lower random
+check_choice TRAIN 0 1
+for setting in $SETTINGS; do   # LOW:HIGH:GAMES, whole numbers
+  [[ "$setting" =~ ^[0-9]+:[0-9]+:[1-9][0-9]*$ ]] \
+    || _check_fail SETTINGS "a list of LOW:HIGH:GAMES (whole numbers, e.g. '0:10:1000 0:100:10000')" "$SETTINGS"
+done
+[[ -n "${SETTINGS// /}" ]] || _check_fail SETTINGS "a list of LOW:HIGH:GAMES (e.g. '0:10:1000')" "$SETTINGS"
+recipe_settings FULL SETTINGS MAX_EPOCH LR_HALVE_EPOCHS OUT MODELS PLAYER LR BATCH_SIZE OPTIMIZER \
+  T_DIVERGENCE MC_SAMPLES GAMES PLAY_SEED TRANSCRIPTS SEED DATA_SEED TRAIN TRAIN_ARGS PYTHON
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 criterion_args() {

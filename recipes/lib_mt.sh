@@ -7,11 +7,15 @@
 # per-run logic they share (pair, choices, data, subsets, run.json, train, decode).
 # They read the recipe's variables: PYTHON USER_DIR DATA_BIN SRC TGT RUN CKPT BEAM GEN_BATCH GEN_ARGS
 # MAX_TOKENS LR CLIP_NORM MAX_EPOCH PATIENCE SEED DEVICE.
+# Sourcing it also sources recipes/lib_check.sh (check_* and recipe_settings).
+source "$(dirname "${BASH_SOURCE[0]}")/lib_check.sh"
 mt_process_defaults() {  # the process settings of every translation recipe (env vars): THREADS=1
   # (OMP_NUM_THREADS of every process; two one-thread runs use both cores of 2), DEVICE=cpu (cuda: no
   # --cpu), PYTHON=python, USER_DIR=fairseq_acvi
   THREADS="${THREADS:-1}"; DEVICE="${DEVICE:-cpu}"; PYTHON="${PYTHON:-python}"
   USER_DIR="${USER_DIR:-fairseq_acvi}"
+  check_positive_int THREADS
+  check_choice DEVICE cpu cuda
   export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 }
 mt_split_pair() {  # mt_split_pair PAIR: sets SRC and TGT from e.g. en_de (exit 2 if malformed)
@@ -117,6 +121,15 @@ GEN_BATCH="${GEN_BATCH:-64}"
 GEN_ARGS="${GEN_ARGS:-}"
 PYTHON="${PYTHON:-python}"
 USER_DIR="${USER_DIR:-fairseq_acvi}"
+mt_require_choice CONTEXT "$CONTEXT" none soft acvi structured variational ved pag rpag
+check_choice SMOKE 0 1
+check_choice TRAIN 0 1
+check_positive_int MAX_EPOCH BATCH_SIZE BEAM GEN_BATCH
+check_int ANNEAL_FROM SEED
+check_nonneg_number LR CLIP_NORM
+check_optional int MC_SAMPLES
+recipe_settings CONTEXT SRC TGT SMOKE DATA_BIN SAVE_DIR TRAIN MAX_EPOCH LR ANNEAL_FROM BATCH_SIZE \
+  CLIP_NORM SEED BEAM MC_SAMPLES GEN_BATCH GEN_ARGS PYTHON USER_DIR
 
 if [[ ! -f "$DATA_BIN/dict.$SRC.txt" ]]; then
   echo "[recipe] $DATA_BIN missing: building it with $MT_PREPARE"

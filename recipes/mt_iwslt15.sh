@@ -8,9 +8,9 @@ set -euo pipefail
 MT_NAME=iwslt15
 MT_DEFAULT_TGT=vi
 MT_PREPARE=data_scripts/prepare_iwslt15_en_vi.sh
-MT_ARCH=acvi_lstm
+MT_ARCH=acvi_lstm_paper
 MT_REMOVE_BPE=space
-MT_SCORE_ARGS=(--moses-detok "$TGT")
+MT_SCORE_ARGS=(--moses-detok "${TGT:-$MT_DEFAULT_TGT}")
 MT_SMOKE_NOTE="trained on tst2012, scored on tst2013"
 mt_paper_row() {
   case "$1" in

@@ -35,9 +35,23 @@ mt_split_pair "$PAIR"
 mt_require_choice CONTEXT "$CONTEXT" none soft acvi structured variational ved lstm
 [[ -z "$MC_COMBINE" ]] || mt_require_choice MC_COMBINE "$MC_COMBINE" prob geometric
 [[ -z "$MC_SAMPLING" ]] || mt_require_choice MC_SAMPLING "$MC_SAMPLING" iid antithetic
-[[ "$MC_GEN_SEED" =~ ^[0-9]+$ ]] || { echo "[recipe] error: MC_GEN_SEED must be a whole number, got '$MC_GEN_SEED'" >&2; exit 2; }
-read -r -a SPLITS <<< "${EVAL_SPLITS:-valid test2016 test2017}"
-for split in "${SPLITS[@]}"; do mt_require_choice EVAL_SPLITS "$split" valid test2016 test2017; done
+check_int MC_GEN_SEED
+EVAL_SPLITS="${EVAL_SPLITS:-valid test2016 test2017}"
+DEFAULT_DECODE="${DEFAULT_DECODE:-1}"
+check_choice_list EVAL_SPLITS ' ' valid test2016 test2017
+read -r -a SPLITS <<< "$EVAL_SPLITS"
+check_int_list SEEDS
+check_positive_int MAX_EPOCH MAX_TOKENS BEAM GEN_BATCH
+check_int PATIENCE
+check_nonneg_number LR CLIP_NORM
+check_optional int_list MC_SWEEP
+check_choice ABLATE 0 1
+check_choice TRAIN 0 1
+check_choice SKIP_DONE 0 1
+check_choice DEFAULT_DECODE 0 1
+recipe_settings CONTEXT PAIR SRC TGT SEEDS TAG ARCH MAX_EPOCH PATIENCE LR CLIP_NORM MAX_TOKENS BEAM \
+  GEN_BATCH GEN_ARGS MC_SWEEP MC_COMBINE MC_SAMPLING MC_GEN_SEED ABLATE TRAIN SKIP_DONE DEFAULT_DECODE \
+  EVAL_SPLITS RUNS DATA_BIN THREADS DEVICE PYTHON USER_DIR
 mt_ensure_data data_scripts/prepare_multi30k.sh
 
 if [[ "$CONTEXT" == "lstm" ]]; then
@@ -93,7 +107,7 @@ for SEED in $SEEDS; do
   fi
   [[ -f "$CKPT" ]] || { echo "[recipe] error: no checkpoint $CKPT" >&2; exit 1; }
 
-  if [[ "${DEFAULT_DECODE:-1}" == "1" ]]; then
+  if [[ "$DEFAULT_DECODE" == "1" ]]; then
     for split in "${SPLITS[@]}"; do decode "$split" "$split"; done
   fi
   if [[ "$CONTEXT" != "lstm" && "$CONTEXT" != "none" && "$ABLATE" == "1" ]]; then
@@ -107,7 +121,7 @@ for SEED in $SEEDS; do
       if [[ "$RUN/gen_valid.txt" -nt "$CKPT" ]] && ! done_after_ckpt "$RUN/bleu_valid.json" '"paired"'; then
         score valid valid valid_K0
       fi
-    elif [[ " ${SPLITS[*]} " != *" valid "* || "${DEFAULT_DECODE:-1}" != "1" ]]; then
+    elif [[ " ${SPLITS[*]} " != *" valid "* || "$DEFAULT_DECODE" != "1" ]]; then
       decode valid valid
     fi
     mt_write_json "$RUN/ablate.json" base="$base" mc_samples:="$([[ "$STOCHASTIC" == "1" ]] && echo 0 || echo null)"

@@ -31,8 +31,19 @@ mt_process_defaults
 mt_split_pair "$PAIR"
 read -r -a SYSTEM_LIST <<< "$SYSTEMS"
 for system in "${SYSTEM_LIST[@]}"; do mt_require_choice SYSTEMS "$system" transformer soft acvi; done
-read -r -a SPLITS <<< "${EVAL_SPLITS:-valid test2016 test2017}"
-for split in "${SPLITS[@]}"; do mt_require_choice EVAL_SPLITS "$split" valid test2016 test2017; done
+EVAL_SPLITS="${EVAL_SPLITS:-valid test2016 test2017}"
+check_choice_list EVAL_SPLITS ' ' valid test2016 test2017
+read -r -a SPLITS <<< "$EVAL_SPLITS"
+check_choice_list SYSTEMS ' ' transformer soft acvi
+check_int_list SEEDS
+check_positive_int MAX_EPOCH MAX_TOKENS BEAM GEN_BATCH
+check_int PATIENCE MAX_UPDATE WARMUP
+check_nonneg_number LR CLIP_NORM LABEL_SMOOTHING
+check_optional int_list MC_SWEEP
+check_choice TRAIN 0 1
+recipe_settings SYSTEMS PAIR SRC TGT SEEDS ARCH MAX_EPOCH PATIENCE MAX_UPDATE LR WARMUP LABEL_SMOOTHING \
+  CLIP_NORM MAX_TOKENS BEAM GEN_BATCH GEN_ARGS MC_SWEEP TRAIN EVAL_SPLITS RUNS DATA_BIN THREADS DEVICE \
+  PYTHON USER_DIR
 mt_ensure_data data_scripts/prepare_multi30k.sh
 
 # the preset's sizes, spelled out for fairseq's transformer (fairseq_acvi.models.acvi_transformer)

@@ -8,7 +8,7 @@ set -euo pipefail
 MT_NAME=wmt16_en_ro
 MT_DEFAULT_TGT=ro
 MT_PREPARE=data_scripts/prepare_wmt16_en_ro.sh
-MT_ARCH=acvi_lstm
+MT_ARCH=acvi_lstm_paper
 MT_REMOVE_BPE=sentencepiece
 MT_SCORE_ARGS=(--detok-only)
 MT_SMOKE_NOTE="1,599 newsdev2016 pairs for training"

@@ -32,8 +32,15 @@ METEOR="${METEOR:-exact,full}"
 PYTHON="${PYTHON:-python}"
 USER_DIR="${USER_DIR:-fairseq_acvi}"
 
-[[ -f "$DATA/dict.src.txt" ]] || { echo "[recipe] error: $DATA/dict.src.txt missing; run data_scripts/prepare_cnndm.sh" >&2; exit 1; }
-
+source "$(dirname "$0")/lib_check.sh"
+check_choice CONTEXT none soft acvi structured variational ved pag rpag
+check_nonneg_number SCALE LR CLIP_NORM COVERAGE_WEIGHT
+check_positive_int BATCH SAVE_INTERVAL LOG_INTERVAL BEAM MAX_LEN GEN_BATCH SHARDS
+check_int SEED MIN_LEN
+check_optional int MC_SAMPLES
+check_optional int_list SHARD_IDS
+check_choice TRAIN 0 1
+[[ "$METEOR" == none ]] || check_choice_list METEOR , exact full
 case "$SCHEDULE" in
   paper) PHASES="71000:10:10:0 116000:50:50:0 184000:100:50:0 223000:200:50:0 250000:400:100:0 253000:400:100:1" ;;
   cpu)   PHASES="$CPU_PHASES" ;;
@@ -49,6 +56,15 @@ for ph in $PHASES; do
 done
 NPH=${#ENDS[@]}
 [[ $NPH -ge 1 ]] || { echo "[recipe] error: SCHEDULE has no phase" >&2; exit 2; }
+DECODE_PHASE="${DECODE_PHASE:-$NPH}"
+if ! [[ "$DECODE_PHASE" =~ ^[0-9]+$ ]] || (( DECODE_PHASE < 1 || DECODE_PHASE > NPH )); then
+  echo "[recipe] error: DECODE_PHASE must be a phase of the schedule, 1..$NPH, got '$DECODE_PHASE'" >&2; exit 2
+fi
+recipe_settings CONTEXT DATA SAVE SCALE SCHEDULE CPU_PHASES PHASES ARCH LR BATCH CLIP_NORM SEED COVERAGE_WEIGHT \
+  SAVE_INTERVAL LOG_INTERVAL TRAIN BEAM MIN_LEN MAX_LEN GEN_BATCH SUBSET DECODE_PHASE MC_SAMPLES SHARDS \
+  SHARD_IDS METEOR PYTHON USER_DIR
+
+[[ -f "$DATA/dict.src.txt" ]] || { echo "[recipe] error: $DATA/dict.src.txt missing; run data_scripts/prepare_cnndm.sh" >&2; exit 1; }
 
 # scaled cumulative ends, strictly increasing (each phase >= 1 update)
 scaled=()
@@ -83,10 +99,6 @@ if [[ "$TRAIN" == "1" ]]; then
   done
 fi
 
-DECODE_PHASE="${DECODE_PHASE:-$NPH}"
-if ! [[ "$DECODE_PHASE" =~ ^[0-9]+$ ]] || (( DECODE_PHASE < 1 || DECODE_PHASE > NPH )); then
-  echo "[recipe] error: DECODE_PHASE=$DECODE_PHASE: the schedule has phases 1..$NPH" >&2; exit 2
-fi
 [[ -f "$DATA/$SUBSET.article" ]] || { echo "[recipe] error: SUBSET=$SUBSET: $DATA/$SUBSET.article missing (data_scripts/cnndm_subset.py writes subsets)" >&2; exit 1; }
 name="$SUBSET"
 (( DECODE_PHASE < NPH )) && name="${SUBSET}_phase$DECODE_PHASE"
@@ -101,7 +113,6 @@ gen=("$PYTHON" -m fairseq_cli.generate "$DATA" --user-dir "$USER_DIR" --task poi
   --truncate-target --max-target-positions "${DEC[$k]}"
   --min-len "$MIN_LEN" --max-len-a 0 --max-len-b "$MAX_LEN" --batch-size "$GEN_BATCH"
   "${overrides[@]}")
-[[ "$SHARDS" =~ ^[1-9][0-9]*$ ]] || { echo "[recipe] error: SHARDS=$SHARDS is not a positive integer" >&2; exit 2; }
 # shards are whole batches (fairseq-generate's --distributed-world-size/--distributed-rank): at most one per batch
 n_batches=$(( ($(wc -l < "$DATA/$SUBSET.article") + GEN_BATCH - 1) / GEN_BATCH ))
 if (( SHARDS > n_batches )); then

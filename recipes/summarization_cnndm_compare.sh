@@ -19,6 +19,11 @@ die() { echo "[compare] error: $*" >&2; exit 2; }
 [[ -n "$RUNS" ]] || die "RUNS is empty: give NAME=SAVE_DIR pairs, the first one the base of the paired tests"
 [[ -n "$OUT" ]] || die "OUT is empty: the report folder, e.g. docs/results/cnndm_$(date +%F)"
 here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/lib_check.sh"
+check_optional positive_int BEFORE_PHASE
+[[ "$REPORT_METEOR" == none ]] || check_choice_list REPORT_METEOR , exact full
+[[ -n "${SUBSETS// /}" ]] || _check_fail SUBSETS "a list of test subsets of DATA" "$SUBSETS"
+recipe_settings RUNS OUT DATA SUBSETS SCHEDULE BEFORE_PHASE EARLIER REPORT_METEOR PYTHON
 
 names=(); saves=()
 for run in $RUNS; do

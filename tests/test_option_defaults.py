@@ -53,10 +53,11 @@ def test_variants_built_without_options_equal_those_built_after_the_defaults_are
 
 
 def test_an_architecture_override_wins_over_the_variant_default():
+    from fairseq_acvi.models.lstm_seq2seq import acvi_lstm_paper
+    assert CONTEXT_REGISTRY["acvi"].DEFAULTS["acvi_beta"] == 1e-4
     args = argparse.Namespace(context_inference="acvi")
-    acvi_lstm_multi30k(args)
-    assert (args.acvi_beta, args.acvi_kl_delay_updates) == (1e-4, 234)
-    assert CONTEXT_REGISTRY["acvi"].DEFAULTS["acvi_beta"] == 1.0
+    acvi_lstm_paper(args)
+    assert (args.acvi_beta, args.acvi_kl_delay_updates, args.mc_sampling) == (1.0, 0, "iid")
     explicit = argparse.Namespace(context_inference="acvi", acvi_beta=0.5)
-    acvi_lstm_multi30k(explicit)
+    acvi_lstm_paper(explicit)
     assert explicit.acvi_beta == 0.5

@@ -96,25 +96,35 @@ def test_multi30k_preset_matches_fairseq_lstm_in_size():
         == 7_983_288
 
 
-def test_multi30k_preset_carries_the_kl_schedule_chosen_on_validation():
-    """acvi_lstm_multi30k's ACVI defaults are the configuration chosen on Multi30K validation
-    (docs/results/multi30k_2026-11-25.md, multi30k_acvi_remedies_2026-11-26.md), and so are the
-    summarization and captioning presets'; explicit options still win; the paper-size preset
-    keeps the papers' β = 1 without a schedule or normalisation."""
-    from fairseq_acvi.models.lstm_seq2seq import base_architecture
+def test_every_acvi_preset_defaults_to_the_configuration_chosen_on_validation():
+    """ACVI's defaults, in every preset, are the configuration chosen on Multi30K validation
+    (docs/results/multi30k_2026-11-25.md, multi30k_acvi_remedies_2026-11-26.md): β = 1e-4 after a
+    234-update delay and a 117-update warm-up, normalised annotations (not in the transformer,
+    whose values are normalised already), antithetic samples; explicit options still win; the
+    papers' set-up is the named preset acvi_lstm_paper."""
+    from fairseq_acvi.models import acvi_transformer, pointer_generator, video_captioner
+    from fairseq_acvi.models.lstm_seq2seq import acvi_lstm_paper, base_architecture
     from fairseq_acvi.modules.context.acvi import ACVIContext
 
     args = argparse.Namespace(arch="acvi_lstm_multi30k", context_inference="acvi")
     acvi_lstm_multi30k(args)
     ctx = ACVIContext(args, 512, 256, 512)
-    assert (ctx.beta, ctx.delay, ctx.warmup, ctx.cycle, ctx.value_norm) == (1e-4, 234, 117, 0,
-                                                                            "layernorm")
-    from fairseq_acvi.models import pointer_generator, video_captioner
-    for preset in (pointer_generator.base_architecture, video_captioner.base_architecture):
+    assert (ctx.beta, ctx.delay, ctx.warmup, ctx.cycle, ctx.value_norm, ctx.antithetic) == \
+        (1e-4, 234, 117, 0, "layernorm", True)
+    for preset in (base_architecture, pointer_generator.base_architecture,
+                   video_captioner.base_architecture):
         other = argparse.Namespace(context_inference="acvi")
         preset(other)
         assert (other.acvi_beta, other.acvi_kl_delay_updates, other.acvi_kl_warmup_updates,
-                other.acvi_value_norm) == (1e-4, 234, 117, "layernorm"), preset.__module__
+                other.acvi_value_norm, other.mc_sampling) == \
+            (1e-4, 234, 117, "layernorm", "antithetic"), preset.__module__
+    for preset in (acvi_transformer.base_architecture, acvi_transformer.acvi_transformer_multi30k,
+                   acvi_transformer.acvi_transformer_iwslt_de_en):
+        other = argparse.Namespace(context_inference="acvi")
+        preset(other)
+        assert (other.acvi_beta, other.acvi_kl_delay_updates, other.acvi_kl_warmup_updates,
+                other.acvi_value_norm, other.mc_sampling) == \
+            (1e-4, 234, 117, "none", "antithetic"), preset.__name__
     for n, w in ((233, 0.0), (234, 0.0), (292, 1e-4 * 58 / 117), (351, 1e-4), (5000, 1e-4)):
         ctx.set_num_updates(n)
         assert ctx.loss_weight("kl") == pytest.approx(w, abs=1e-7), n
@@ -122,7 +132,8 @@ def test_multi30k_preset_carries_the_kl_schedule_chosen_on_validation():
                               acvi_kl_delay_updates=0)
     acvi_lstm_multi30k(mine)
     assert (mine.acvi_beta, mine.acvi_kl_delay_updates) == (1.0, 0)
-    paper = argparse.Namespace(arch="acvi_lstm", context_inference="acvi")
-    base_architecture(paper)
+    paper = argparse.Namespace(arch="acvi_lstm_paper", context_inference="acvi")
+    acvi_lstm_paper(paper)
     assert (paper.acvi_beta, paper.acvi_kl_delay_updates, paper.acvi_kl_warmup_updates,
-            paper.acvi_value_norm) == (1.0, 0, 0, "none")
+            paper.acvi_value_norm, paper.mc_sampling) == (1.0, 0, 0, "none", "iid")
+    assert (paper.encoder_layers, paper.decoder_layers, paper.dropout) == (2, 2, 0.2)

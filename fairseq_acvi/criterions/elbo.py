@@ -13,14 +13,27 @@ Everything here is float32 (the model returns float32 log-probabilities).
 by the cross-entropy against the smoothed target that puts 1 − ε on y_t and ε / (V − 1) on each
 other token: (1 − ε) (−log P(y_t)) + ε/(V−1) Σ_{v≠y_t} (−log P(v)), the same loss as fairseq's
 ``label_smoothed_cross_entropy``. ``nll_loss`` stays the unsmoothed likelihood.
+
+Logged besides: ``kl_weight``, the weight the schedule gives the ``kl`` term at this update (ACVI's
+β after its delay and warm-up, VED's annealing), so a run's log shows where the schedule stands.
+
+Choosing ``--criterion elbo`` makes ``--best-checkpoint-metric nll_loss`` the default: the best
+checkpoint is the one with the best validation likelihood, not the best ``loss`` (which adds the
+weighted terms, whose weights change along the schedule). ``--valid-mc-samples K`` scores
+validation with K context samples instead of the model's ``--mc-samples`` (K = 0: the mean
+context, K times cheaper).
 """
+import contextlib
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
+
+from fairseq_acvi.modules.context import ContextInference
 
 
 @dataclass
@@ -31,19 +44,61 @@ class ELBOConfig(FairseqDataclass):
     label_smoothing: float = field(
         default=0.0, metadata={"help": "ε of label smoothing (0 = off): 1 − ε on the gold token, "
                                        "ε/(V−1) on each other one, as label_smoothed_cross_entropy"})
+    valid_mc_samples: Optional[int] = field(
+        default=None, metadata={"help": "K, the context samples averaged when validation is scored "
+                                        "(default: the model's --mc-samples; 0 = the mean context)"})
+
+
+def check_sample_count(name: str, value) -> int:
+    """A number of Monte-Carlo samples given on the command line or in --model-overrides: a whole
+    number ≥ 0 (not a string, a float or a bool), else a ValueError naming the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a whole number ≥ 0, got {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def mc_samples_of(model, k: Optional[int]):
+    """Within the block, every context-inference module of ``model`` that draws samples at
+    evaluation (ACVI: its ``mc_samples``) draws ``k``; unchanged when ``k`` is None."""
+    modules = [] if k is None else [m for m in model.modules()
+                                    if isinstance(m, ContextInference) and hasattr(m, "mc_samples")]
+    saved = [m.mc_samples for m in modules]
+    for m in modules:
+        m.mc_samples = k
+    try:
+        yield
+    finally:
+        for m, v in zip(modules, saved):
+            m.mc_samples = v
 
 
 @register_criterion("elbo", dataclass=ELBOConfig)
 class ELBOCriterion(FairseqCriterion):
-    def __init__(self, task, coverage_weight=1.0, sentence_avg=False, label_smoothing=0.0):
+    def __init__(self, task, coverage_weight=1.0, sentence_avg=False, label_smoothing=0.0,
+                 valid_mc_samples=None):
         super().__init__(task)
+        if not coverage_weight >= 0.0:
+            raise ValueError(f"--coverage-weight must be ≥ 0, got {coverage_weight}")
         self.coverage_weight = coverage_weight
         self.sentence_avg = sentence_avg
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
         self.label_smoothing = label_smoothing
+        self.valid_mc_samples = (None if valid_mc_samples is None else
+                                 check_sample_count("--valid-mc-samples", valid_mc_samples))
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        # the best checkpoint by likelihood unless the user chooses another metric (module docstring)
+        parser.set_defaults(best_checkpoint_metric="nll_loss")
 
     def forward(self, model, sample, reduce=True):
+        with mc_samples_of(model, None if model.training else self.valid_mc_samples):
+            return self._forward(model, sample)
+
+    def _forward(self, model, sample):
         # the plugin's seq2seq models say what their forward needs from the gold target (the
         # pointer-generator scores the gold tokens itself, without its (B, T, V) output; the
         # variational context conditions on y); any other model gets the plain net_input
@@ -68,6 +123,7 @@ class ELBOCriterion(FairseqCriterion):
             others = -(lprobs.sum(-1) - tok_lp)                        # (B, T): Σ_{v≠y} −log P(v)
             loss = (1.0 - eps) * nll + eps / (V - 1) * (others * mask).sum()
         logging_output = {}
+        ntokens = int(mask.sum())
         for name, (value, weight) in net_output[1].get("losses", {}).items():
             value = value.float()
             if weight is None:
@@ -75,11 +131,12 @@ class ELBOCriterion(FairseqCriterion):
             if weight != 0.0:
                 loss = loss + weight * value
             logging_output[name] = value.detach()
+            if name == "kl":    # weight × tokens: sums over batches and workers like the terms
+                logging_output["kl_weight_tokens"] = float(weight) * ntokens
         if not torch.isfinite(loss):
             parts = ", ".join(f"{k}={float(v):.4g}" for k, v in logging_output.items())
             raise FloatingPointError(f"elbo: non-finite loss (nll={float(nll):.4g}, {parts}); "
                                      "refusing to train on it")
-        ntokens = int(mask.sum())
         sample_size = sample["target"].size(0) if self.sentence_avg else ntokens
         logging_output.update(
             loss=loss.detach(), nll_loss=nll.detach(), ntokens=ntokens,
@@ -98,9 +155,12 @@ class ELBOCriterion(FairseqCriterion):
                            ntokens, round=3)
         metrics.log_derived("ppl", lambda m: utils.get_perplexity(m["nll_loss"].avg))
         names = {k for log in logging_outputs for k in log} - {
-            "loss", "nll_loss", "ntokens", "nsentences", "sample_size"}
+            "loss", "nll_loss", "ntokens", "nsentences", "sample_size", "kl_weight_tokens"}
         for name in sorted(names):
             metrics.log_scalar(name, total(name) / max(ntokens, 1), ntokens, round=4)
+        if any("kl_weight_tokens" in log for log in logging_outputs):
+            metrics.log_scalar("kl_weight", total("kl_weight_tokens") / max(ntokens, 1), ntokens,
+                               round=6)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

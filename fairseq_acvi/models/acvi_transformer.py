@@ -22,10 +22,12 @@ and ``extra = {"attn": [(B, T, N)], "inner_states": [...], "losses": {name: (sum
 the ``elbo`` criterion (the KL summed over heads and latent layers, per target token).
 
 Presets: ``acvi_transformer`` (fairseq's ``transformer`` base sizes), ``acvi_transformer_iwslt_de_en``
-(fairseq's ``transformer_iwslt_de_en``: 6+6 layers, 512-d, FFN 1024, 4 heads; ACVI β = 1, no
-schedule, as the papers) and ``acvi_transformer_multi30k``, sized for a CPU: 3+3 layers, 256-d,
-FFN 1024, 4 heads, dropout 0.3, shared decoder input/output embeddings, and the KL schedule of
-``acvi_lstm_multi30k`` (β = 1e-4, KL off for 234 updates, then a 117-update warm-up). Train with
+(fairseq's ``transformer_iwslt_de_en``: 6+6 layers, 512-d, FFN 1024, 4 heads) and
+``acvi_transformer_multi30k``, sized for a CPU: 3+3 layers, 256-d, FFN 1024, 4 heads, dropout 0.3,
+shared decoder input/output embeddings. ACVI's defaults in all three are the configuration chosen
+on Multi30K (modules/context/acvi.py: β = 1e-4, KL off for 234 updates, then a 117-update warm-up,
+antithetic evaluation samples) without the annotations' normalisation (``--acvi-value-norm none``:
+the values are per-head projections of the encoder's layer-normalised output). Train with
 ``--task translation --criterion elbo [--label-smoothing 0.1]`` (``recipes/mt_transformer_multi30k.sh``).
 """
 import math
@@ -41,7 +43,6 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
 from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
                                           keep_predating_values)
-from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
 from fairseq_acvi.modules.sample_combination import RunningCombination
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
@@ -207,11 +208,12 @@ class ACVITransformerModel(TransformerModel):
 
 def context_defaults(args, **defaults):
     """Fill the unset context-inference options: explicit ``defaults`` first, then
-    ``--acvi-latent-layers all`` and the variants' own defaults (modules/context/); options from
+    ``--acvi-latent-layers all``, ``--acvi-value-norm none`` (the values are projections of a
+    layer-normalised output already) and the variants' own defaults (modules/context/); options from
     a checkpoint older than an option keep the value it was trained with, as for the LSTM
     models (:func:`keep_predating_values`)."""
     keep_predating_values(args)
-    for key, value in dict(dict(acvi_latent_layers="all"), **defaults).items():
+    for key, value in dict(dict(acvi_latent_layers="all", acvi_value_norm="none"), **defaults).items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
     fill_context_defaults(args)
@@ -231,12 +233,9 @@ def acvi_transformer_iwslt_de_en(args):
 
 @register_model_architecture("acvi_transformer", "acvi_transformer_multi30k")
 def acvi_transformer_multi30k(args):
-    # the KL schedule of acvi_lstm_multi30k (same data and batch size: 117 updates an epoch at
-    # max-tokens 4000): KL off for 2 epochs, then a one-epoch linear warm-up to β = 1e-4; not its
-    # normalised annotations (measured on the LSTM only; here the values are per-head projections
-    # of the encoder's layer-normalised output); its antithetic evaluation samples (an estimator
-    # of the same average with less variance, whatever the model)
-    context_defaults(args, **dict(MULTI30K_CHOICE, acvi_value_norm="none"))
+    # ACVI's defaults as in every preset (context_defaults): on Multi30K at max-tokens 4000 the
+    # KL is off for 2 epochs, then a one-epoch linear warm-up to β = 1e-4
+    context_defaults(args)
     for key, value in dict(encoder_embed_dim=256, encoder_ffn_embed_dim=1024,
                            encoder_attention_heads=4, encoder_layers=3, decoder_embed_dim=256,
                            decoder_ffn_embed_dim=1024, decoder_attention_heads=4, decoder_layers=3,

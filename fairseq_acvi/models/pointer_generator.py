@@ -54,10 +54,10 @@ B·T·N·V memory, infeasible for N = 400, V = 50k: use ``--variational-mode sam
 
 Preset: ``acvi_pointer_generator`` (See et al.'s CNN/DM model: 128-d embeddings, 256-d BiLSTM
 per direction, 256-d decoder, additive attention of size 512, no dropout; ``_cnndm``, its old
-second name, still loads: models/legacy_names.py). ACVI: the configuration chosen on Multi30K
-validation (``MULTI30K_CHOICE``, modules/context/acvi.py; since 2026-11-27), carried over, not
-yet measured on CNN/DM; the paper's set-up is ``--acvi-beta 1 --acvi-kl-delay-updates 0
---acvi-kl-warmup-updates 0 --acvi-value-norm none``.
+second name, still loads: models/legacy_names.py). ACVI: its defaults, the configuration chosen
+on Multi30K validation (``VALIDATED_CHOICE``, modules/context/acvi.py; on CNN/DM: level with soft,
+docs/results/cnndm_pointer_generator_2026-11-26.md); the paper's set-up is ``--acvi-beta 1
+--acvi-kl-delay-updates 0 --acvi-kl-warmup-updates 0 --acvi-value-norm none --mc-sampling iid``.
 Train with ``--task pointer_summarization --criterion elbo`` (``recipes/summarization_cnndm.sh``;
 the baseline: add ``--no-copy`` to its fairseq-train arguments).
 """
@@ -65,7 +65,6 @@ from fairseq.models import register_model, register_model_architecture
 
 from fairseq_acvi.data.oov_markers import marker_id_range
 from fairseq_acvi.models.seq2seq_base import ContextSeq2SeqModel, add_seq2seq_args, seq2seq_defaults
-from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
 from fairseq_acvi.modules.embeddings import MarkerEmbedding
 from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
 from fairseq_acvi.modules.output_layers import CopyOutput, VocabularyOnlyOutput
@@ -147,8 +146,7 @@ def base_architecture(args):
         args, dropout=0.0, encoder_embed_dim=128, decoder_embed_dim=128, encoder_hidden_size=256,
         encoder_layers=1, decoder_hidden_size=256, decoder_layers=1, attention_type="additive",
         attention_dim=512, max_source_positions=401, max_target_positions=100,
-        ved_latent_dim=128,   # docs/method.md §2.5: 128 for summarization
-        **MULTI30K_CHOICE)
+        ved_latent_dim=128)   # docs/method.md §2.5: 128 for summarization
     for flag in ("coverage", "no_copy"):
         if getattr(args, flag, None) is None:
             setattr(args, flag, False)

@@ -20,10 +20,10 @@ Annotations, decoder state and context then share one size. ``--encoder-hidden-s
 the other reading (1000 per direction, 2000-d annotations; the ACVI log σ² MLP, of width
 d = dim h_i (P 18), then costs 4× more). Dropout 0.5 (Zaremba et al. 2015: on the non-recurrent
 connections — frame inputs, LSTM outputs, decoder inputs and the attentional hidden state). The
-VED latent is 100-d (App. B). ACVI: the configuration chosen on Multi30K validation
-(``MULTI30K_CHOICE``, modules/context/acvi.py; since 2026-11-27), carried over, not yet measured
-on MSVD; the paper's set-up is ``--acvi-beta 1 --acvi-kl-delay-updates 0
---acvi-kl-warmup-updates 0 --acvi-value-norm none``. Training: Adam (``fairseq-train --optimizer
+VED latent is 100-d (App. B). ACVI: its defaults, the configuration chosen on Multi30K validation
+(``VALIDATED_CHOICE``, modules/context/acvi.py), not yet measured on video; the paper's set-up is
+``--acvi-beta 1 --acvi-kl-delay-updates 0 --acvi-kl-warmup-updates 0 --acvi-value-norm none
+--mc-sampling iid``. Training: Adam (``fairseq-train --optimizer
 adam``); decoding: beam 5 (``fairseq-generate --beam 5``); see ``recipes/captioning_msvd.sh``.
 
 Batches come from the ``video_captioning`` task: ``net_input = {src_feats (B, F, D) float32
@@ -42,7 +42,6 @@ from fairseq.models import register_model, register_model_architecture
 from torch import Tensor
 
 from fairseq_acvi.models.seq2seq_base import ContextSeq2SeqModel, add_seq2seq_args, seq2seq_defaults
-from fairseq_acvi.modules.context.acvi import MULTI30K_CHOICE
 from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
 
 
@@ -135,5 +134,4 @@ def base_architecture(args):
     seq2seq_defaults(
         args, dropout=0.5, encoder_embed_dim=None, encoder_hidden_size=500, encoder_layers=1,
         decoder_embed_dim=256, decoder_hidden_size=1000, decoder_layers=1,
-        attention_type="additive", attention_dim=100,   # VED: its own 100-d latent (App. B)
-        **MULTI30K_CHOICE)
+        attention_type="additive", attention_dim=100)   # VED: its own 100-d latent (App. B)

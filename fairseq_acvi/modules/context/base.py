@@ -151,7 +151,7 @@ class ContextInference(nn.Module):
     #: this class's options and their defaults — the one place each is set (a model's
     #: architecture may override some; :func:`fill_context_defaults`). Read with :meth:`option`.
     DEFAULTS: Dict[str, object] = {"context_inference": "soft", "mc_samples": DEFAULT_MC_SAMPLES,
-                                   "mc_combine": "prob", "mc_sampling": "iid"}
+                                   "mc_combine": "prob"}
     #: extra features concatenated to every decoder input (VED's z); 0 for most variants
     decoder_input_dim: int = 0
     #: True when training needs the whole target (variational attention's inference network)
@@ -257,11 +257,11 @@ def add_context_args(parser):
                              "Monte-Carlo average), or geometric, softmax_y of (1/K) Σ_k log p(y | c_k): "
                              "the normalised exp E_q[log p], the term the ELBO trains (docs/method.md §2.2)")
     parser.add_argument("--mc-sampling", choices=MC_SAMPLING_CHOICES,
-                        help="how the K evaluation samples' Gaussian noise is drawn: iid (default) or "
-                             "antithetic, ε_1..ε_⌈K/2⌉ and their negatives -ε: the same marginal "
+                        help="how ACVI's K evaluation samples' Gaussian noise is drawn: antithetic "
+                             "(default), ε_1..ε_⌈K/2⌉ and their negatives -ε: the same marginal "
                              "N(m, v) per sample, the sample mean exactly m for even K, and the "
                              "odd-order terms of the noise cancelled in the average (a variance "
-                             "reduction; ACVI; docs/method.md §2.2)")
+                             "reduction; docs/method.md §2.2), or iid (the papers')")
     for cls in CONTEXT_REGISTRY.values():
         cls.add_args(parser)
 
@@ -272,8 +272,9 @@ def add_context_args(parser):
 #: and the command line defines every option (None when unset); so options that hold both but
 #: lack one of these come from a checkpoint older than it, and
 #: :func:`keep_predating_values` gives it the value the model was trained with instead of today's
-#: preset default (``--acvi-value-norm``: ``layernorm`` in the Multi30K, summarization and
-#: captioning presets since 2026-11-27, none before it existed; ``--mc-sampling``: ``antithetic``
+#: default (``--acvi-value-norm``: ``layernorm`` in the Multi30K, summarization and
+#: captioning presets since 2026-11-27 and ACVI's default since 2026-11-28, none before it existed;
+#: ``--mc-sampling``: ``antithetic``
 #: in the same presets since 2026-11-27, iid draws before).
 PREDATING_VALUES = {"acvi_value_norm": "none", "mc_sampling": "iid"}
 

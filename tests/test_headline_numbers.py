@@ -1,0 +1,528 @@
+"""Every headline result of README.md and BENCHMARKS.md, recomputed from the result file it comes from.
+
+Figures are found by their row label (tables, located by the paragraph just above them) or by the
+words around them (prose), never by line number, so sections may move. Each one is recomputed from
+``docs/results/…`` (mean ± sample std over seeds, paired differences seed by seed) with the
+rounding the reports use (two decimals; bAbI: one decimal, a task passed at ≥ 95 %). A mismatch, or
+a figure that cannot be found where it is expected, fails naming the document, the figure and the
+result file.
+"""
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "docs" / "results"
+
+
+# ----------------------------------------------------------------------------------- formatting
+def f2(x):
+    return f"{x:.2f}"
+
+
+def signed(x):
+    return f"{x:+.2f}"
+
+
+def mean_std(values, sign=False):
+    """'m ± s' over seeds (sample std), two decimals, as mt_report writes it; one value: 'm'."""
+    m = statistics.mean(values)
+    head = signed(m) if sign else f2(m)
+    return head if len(values) == 1 else f"{head} ± {statistics.stdev(values):.2f}"
+
+
+def norm(text):
+    """Compare figures as written: bold, the typographic minus and dash ranges do not count."""
+    return (text.replace("**", "").replace("−", "-").replace("–", "-").strip())
+
+
+# ----------------------------------------------------------------------------------- documents
+class Doc:
+    """A markdown document's figures: tables by caption and row label, prose by pattern."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.name = str(self.path.relative_to(REPO))
+        self.text = self.path.read_text(encoding="utf-8")
+        self.flat = " ".join(self.text.split())
+        self.errors = []
+        self._tables = self._parse_tables()
+
+    def _parse_tables(self):
+        """[(caption, [[cell, ...], ...])]: caption = the paragraph just above the table."""
+        lines, tables, i = self.text.splitlines(), [], 0
+        while i < len(lines):
+            if lines[i].lstrip().startswith("|"):
+                j = i
+                while j < len(lines) and lines[j].lstrip().startswith("|"):
+                    j += 1
+                k = i - 1
+                while k >= 0 and not lines[k].strip():
+                    k -= 1
+                cap = []
+                while k >= 0 and lines[k].strip() and not lines[k].lstrip().startswith("|"):
+                    cap.insert(0, lines[k].strip())
+                    k -= 1
+                rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines[i:j]]
+                rows = [r for r in rows if not all(set(c) <= set("-: ") for c in r)]
+                tables.append((" ".join(cap), rows))
+                i = j
+            else:
+                i += 1
+        return tables
+
+    def fail(self, figure, message):
+        self.errors.append(f"{self.name}: {figure}: {message}")
+
+    def row(self, caption, label, source):
+        """The cells of the one row whose first cell contains ``label``, in the one table whose
+        caption contains ``caption``; None (and an error) when either is missing or ambiguous."""
+        tables = [rows for cap, rows in self.tables if caption in cap]
+        if len(tables) != 1:
+            self.fail(f"table under {caption!r}", f"{len(tables)} tables found (figures from {source})")
+            return None
+        rows = [r for r in tables[0][1:] if label in r[0]]
+        if len(rows) != 1:
+            self.fail(f"row {label!r} of the table under {caption!r}",
+                      f"{len(rows)} rows found (figures from {source})")
+            return None
+        return rows[0]
+
+    @property
+    def tables(self):
+        return self._tables
+
+    def check_row(self, caption, label, wants, source):
+        """``wants``: {column index: expected cell text}."""
+        cells = self.row(caption, label, source)
+        if cells is None:
+            return
+        for col, want in wants.items():
+            got = cells[col] if col < len(cells) else "<no cell>"
+            if norm(got) != norm(want):
+                self.fail(f"{label!r} column {col} (table under {caption!r})",
+                          f"reads {got!r}, {source} gives {want!r}")
+
+    def check_prose(self, pattern, wants, figure, source):
+        """``pattern``: a regex over the whitespace-collapsed text, one group per figure; it must
+        match exactly once; group i must read ``wants[i]``."""
+        found = list(re.finditer(pattern, self.flat))
+        if len(found) != 1:
+            self.fail(figure, f"the sentence /{pattern}/ is found {len(found)} times, expected once "
+                              f"(figures from {source})")
+            return
+        for i, want in enumerate(wants, 1):
+            got = found[0].group(i)
+            if norm(got) != norm(want):
+                self.fail(figure, f"reads {got!r}, {source} gives {want!r}")
+
+    def assert_ok(self):
+        assert not self.errors, "\n".join(self.errors)
+
+
+NN = r"[+−-]?\d+(?:\.\d+)?"             # one figure, inside a larger group
+N = rf"({NN})"                            # one figure
+MSN = r"[+−-]?\d+\.\d+ ± \d+\.\d+"      # mean ± std, inside a larger group
+MS = rf"({MSN})"                          # mean ± std
+
+
+# ----------------------------------------------------------------------------------- result files
+class MT:
+    """An mt_report results.json: runs by (pair, variant, seed)."""
+
+    def __init__(self, rel):
+        self.source = f"docs/results/{rel}"
+        data = json.loads((RESULTS / rel).read_text())
+        self.runs = {(r["pair"], r["variant"], r["seed"]): r for r in data["runs"]}
+
+    def run(self, pair, variant, seed):
+        try:
+            return self.runs[(pair, variant, seed)]
+        except KeyError:
+            raise AssertionError(f"{self.source}: no run {variant} seed {seed} ({pair})")
+
+    def bleu(self, pair, variant, seed, decode):
+        return self.run(pair, variant, seed)["bleu"][decode]["bleu_tok"]
+
+    def ppl(self, pair, variant, seed):
+        return self.run(pair, variant, seed)["valid_ppl"]
+
+    def cells(self, pair, variant, seeds, decodes=("valid", "test2016", "test2017")):
+        """{column: text} of a results row: seeds, valid ppl, valid / test2016 / test2017 BLEU."""
+        decodes = [d if isinstance(d, dict) else {s: d for s in seeds} for d in decodes]
+        return {1: str(len(seeds)), 2: mean_std([self.ppl(pair, variant, s) for s in seeds]),
+                **{3 + i: mean_std([self.bleu(pair, variant, s, d[s]) for s in seeds])
+                   for i, d in enumerate(decodes)}}
+
+    def paired(self, pair, a, b, seeds, decode_a, decode_b=None):
+        """b − a seed by seed (two-decimal BLEU as filed)."""
+        return [self.bleu(pair, b, s, decode_b or decode_a) - self.bleu(pair, a, s, decode_a)
+                for s in seeds]
+
+
+README = REPO / "README.md"
+BENCH = REPO / "BENCHMARKS.md"
+VN = "multi30k_2026-11-27_value-norm-4seeds/results.json"
+ANTI = {2: "test2016_K10-antithetic", 3: "test2016_K10-antithetic", 4: "test2016"}  # the preset's rule
+ANTI_VALID = {2: "valid_K10-antithetic", 3: "valid_K10-antithetic", 4: "valid"}
+
+
+def single(pair, mt, variant, seed=1):
+    """A one-seed row's cells: valid ppl, valid, test2016, test2017."""
+    return {2: f2(mt.ppl(pair, variant, seed)),
+            **{3 + i: f2(mt.bleu(pair, variant, seed, d)) for i, d in
+               enumerate(("valid", "test2016", "test2017"))}}
+
+
+# ----------------------------------------------------------------------------------- Multi30K
+def test_multi30k_en_de_table_and_its_differences():
+    doc, vn, e20 = Doc(README), MT(VN), MT("multi30k_2026-11-26_e20_3seeds/results.json")
+    cap = "En→De:"
+    doc.check_row(cap, "fairseq `lstm`", {1: "1", **single("en_de", e20, "lstm-e20")}, e20.source)
+    doc.check_row(cap, "`soft`", vn.cells("en_de", "soft-e20", [1, 2, 3]), vn.source)
+    doc.check_row(cap, "K = 10 iid samples", vn.cells("en_de", "acvi-vnorm-e20", [1, 2, 3]), vn.source)
+    anti = vn.cells("en_de", "acvi-vnorm-e20", [2, 3, 4], (ANTI_VALID, ANTI))
+    doc.check_row(cap, "K = 10 antithetic samples",
+                  {1: "3", 2: f"{f2(vn.ppl('en_de', 'acvi-vnorm-e20', 4))} (seed 4)", 3: anti[3],
+                   4: anti[4], 5: f"{f2(vn.bleu('en_de', 'acvi-vnorm-e20', 4, 'test2017'))} (seed 4)"},
+                  vn.source)
+    doc.check_row(cap, "its deterministic control", vn.cells("en_de", "acvi-vnorm-det-e20", [2, 3]),
+                  vn.source)
+    doc.check_row(cap, "ACVI before 2026-11-27",
+                  vn.cells("en_de", "acvi-b1e-4-d234-wu117-e20", [1, 2, 3]), vn.source)
+    doc.check_row(cap, "`none`", {1: "1", **single("en_de", vn, "none-e20")}, vn.source)
+    three = [single("en_de", vn, f"{v}-e20") for v in ("structured", "variational", "ved")]
+    doc.check_row(cap, "`structured` / `variational` / `ved`",
+                  {c: " / ".join(t[c] for t in three) for c in (2, 3, 4, 5)}, vn.source)
+    # ACVI − control on seeds 2-3 (iid decodes), and ACVI as first built − soft
+    doc.check_prose(rf"ACVI − control {N} test2016, {N} test2017, {N} validation BLEU",
+                    [signed(statistics.mean(vn.paired("en_de", "acvi-vnorm-det-e20", "acvi-vnorm-e20",
+                                                      [2, 3], d))) for d in ("test2016", "test2017", "valid")],
+                    "En→De ACVI − control (seeds 2-3)", vn.source)
+    old = vn.paired("en_de", "soft-e20", "acvi-b1e-4-d234-wu117-e20", [1, 2, 3], "test2016")
+    doc.check_prose(r"ACVI as first built \(no normalisation\) trailed `soft` by (\d+\.\d+ ± \d+\.\d+) on En→De",
+                    [mean_std([-d for d in old])], "unnormalised ACVI − soft, test2016", vn.source)
+    # K = 10 (antithetic) against K = 0: every paired decode of seeds 2-4
+    gen = ["valid_K10-antithetic-seed2", "valid_K10-antithetic-seed3"]
+    decodes = {2: ["valid_K10-antithetic", "test2016_K10-antithetic"] + gen,
+               3: ["valid_K10-antithetic", "test2016_K10-antithetic"] + gen, 4: ["valid", "test2016"] + gen}
+    deltas = [vn.run("en_de", "acvi-vnorm-e20", s)["bleu"][k]["paired"]["delta"]
+              for s, keys in decodes.items() for k in keys]
+    doc.check_prose(r"decoding with K = 10 is never more than (\d+\.\d+) BLEU below the mean context "
+                    r"\(K = 0\) in (\w+) paired En→De decodes",
+                    [f2(-min(deltas)), {12: "twelve"}.get(len(deltas), str(len(deltas)))],
+                    "K = 10 − K = 0, lowest of the antithetic decodes", vn.source)
+    # "beats `soft` on both pairs and both test sets, by A-B BLEU": differences of the means
+    fr = MT("multi30k_en_fr_2026-11-27/results.json")
+    mean = lambda mt, pair, v, seeds, d: statistics.mean(
+        mt.bleu(pair, v, s, d[s] if isinstance(d, dict) else d) for s in seeds)
+    gains = [mean(vn, "en_de", "acvi-vnorm-e20", [1, 2, 3], d) - mean(vn, "en_de", "soft-e20", [1, 2, 3], d)
+             for d in ("test2016", "test2017")]
+    gains.append(mean(vn, "en_de", "acvi-vnorm-e20", [2, 3, 4], ANTI) - mean(vn, "en_de", "soft-e20", [1, 2, 3], "test2016"))
+    gains.append(vn.bleu("en_de", "acvi-vnorm-e20", 4, "test2017") - mean(vn, "en_de", "soft-e20", [1, 2, 3], "test2017"))
+    gains += [mean(fr, "en_fr", "acvi-vnorm-e20", [1, 2, 3, 4], d) - mean(fr, "en_fr", "soft-e20", [1, 2, 3, 4], d)
+              for d in ("test2016", "test2017")]
+    doc.check_prose(rf"beats `soft` on both pairs and both test sets, by {N}-{N} BLEU",
+                    [f"{min(gains):.1f}", f"{max(gains):.1f}"], "ACVI − soft, range of the gains",
+                    f"{vn.source} and {fr.source}")
+    doc.assert_ok()
+
+
+def test_multi30k_en_fr_table_and_its_differences():
+    doc = Doc(README)
+    fr, ctl = MT("multi30k_en_fr_2026-11-27/results.json"), MT("multi30k_en_fr_2026-11-27_control/results.json")
+    cap = "En→Fr:"
+    doc.check_row(cap, "fairseq `lstm`", {1: "1", **single("en_fr", fr, "lstm-e20")}, fr.source)
+    doc.check_row(cap, "`soft`", fr.cells("en_fr", "soft-e20", [1, 2, 3, 4]), fr.source)
+    doc.check_row(cap, "**ACVI, the preset**", fr.cells("en_fr", "acvi-vnorm-e20", [1, 2, 3, 4]), fr.source)
+    acvi1 = " / ".join(single("en_fr", fr, "acvi-vnorm-e20")[c] for c in (2, 3, 4, 5))
+    doc.check_row(cap, f"ACVI's seed 1: {acvi1}", {1: "1", **single("en_fr", ctl, "acvi-vnorm-det-e20")},
+                  ctl.source)
+    doc.check_row(cap, "`none`", {1: "1", **single("en_fr", fr, "none-e20")}, fr.source)
+    three = [single("en_fr", fr, f"{v}-e20") for v in ("structured", "variational", "ved")]
+    doc.check_row(cap, "`structured` / `variational` / `ved`",
+                  {c: " / ".join(t[c] for t in three) for c in (2, 3, 4, 5)}, fr.source)
+    doc.check_prose(rf"on En→Fr \(seed 1\) the control gets nearly all of it \(ACVI − control {N} "
+                    rf"test2016, {N} test2017, {N} validation\)",
+                    [signed(ctl.paired("en_fr", "acvi-vnorm-det-e20", "acvi-vnorm-e20", [1], d)[0])
+                     for d in ("test2016", "test2017", "valid")], "En→Fr ACVI − control (seed 1)", ctl.source)
+    doc.check_prose(rf"ACVI − `soft`, paired by seed: En→Fr {MS} \(test2016\) and {MS} \(test2017\)",
+                    [mean_std(fr.paired("en_fr", "soft-e20", "acvi-vnorm-e20", [1, 2, 3, 4], d), sign=True)
+                     for d in ("test2016", "test2017")], "En→Fr ACVI − soft", fr.source)
+    sweep = [f2(fr.bleu("en_fr", "acvi-vnorm-e20", 1, d))
+             for d in ("valid_K0", "valid_K1", "valid_K5", "valid", "valid_K20")]
+    doc.check_prose(rf"K = 0 / 1 / 5 / 10 / 20: {N} / {N} / {N} / {N} / {N}\)", sweep,
+                    "En→Fr Monte-Carlo sweep (README)", fr.source)
+    doc.assert_ok()
+
+
+def test_multi30k_figures_in_benchmarks():
+    doc, vn = Doc(BENCH), MT(VN)
+    fr, ctl = MT("multi30k_en_fr_2026-11-27/results.json"), MT("multi30k_en_fr_2026-11-27_control/results.json")
+    t = ("test2016", "test2017")
+    ms = lambda mt, pair, v, seeds: " / ".join(mean_std([mt.bleu(pair, v, s, d) for s in seeds]) for d in t)
+    one = lambda mt, pair, v, s=1: " / ".join(f2(mt.bleu(pair, v, s, d)) for d in t)
+    doc.check_prose(rf"En→De `soft` ({MSN} / {MSN}) \(3 seeds\)", [ms(vn, "en_de", "soft-e20", [1, 2, 3])],
+                    "where it stands: En→De soft", vn.source)
+    doc.check_prose(rf"ACVI with normalised annotations \(the preset\) \*\*({MSN} / {MSN})\*\* \(3, seeds 1-3",
+                    [ms(vn, "en_de", "acvi-vnorm-e20", [1, 2, 3])], "where it stands: En→De ACVI, iid", vn.source)
+    doc.check_prose(rf"antithetic samples, seeds 2-4: {MS} on test2016, {N} on test2017 for seed 4",
+                    [mean_std([vn.bleu("en_de", "acvi-vnorm-e20", s, ANTI[s]) for s in (2, 3, 4)]),
+                     f2(vn.bleu("en_de", "acvi-vnorm-e20", 4, "test2017"))],
+                    "where it stands: En→De ACVI, antithetic", vn.source)
+    doc.check_prose(rf"its deterministic control ({MSN} / {MSN}) \(2\)",
+                    [ms(vn, "en_de", "acvi-vnorm-det-e20", [2, 3])], "where it stands: En→De control", vn.source)
+    doc.check_prose(rf"En→Fr `soft` ({MSN} / {MSN}) \(4\), `lstm` (\S+ / \S+) \(1\), ACVI \*\*({MSN} / {MSN})\*\* \(4\)",
+                    [ms(fr, "en_fr", "soft-e20", [1, 2, 3, 4]), one(fr, "en_fr", "lstm-e20"),
+                     ms(fr, "en_fr", "acvi-vnorm-e20", [1, 2, 3, 4])], "where it stands: En→Fr", fr.source)
+    doc.check_prose(r"its deterministic control (\d+\.\d+ / \d+\.\d+) \(seed 1, where ACVI has (\d+\.\d+ / \d+\.\d+)",
+                    [one(ctl, "en_fr", "acvi-vnorm-det-e20"), one(ctl, "en_fr", "acvi-vnorm-e20")],
+                    "where it stands: En→Fr control", ctl.source)
+    cap = "Three seeds of the control, normalised annotations, and the other variants"
+    doc.check_row(cap, "K = 10 iid samples (seed 1 H100", vn.cells("en_de", "acvi-vnorm-e20", [1, 2, 3]), vn.source)
+    anti = vn.cells("en_de", "acvi-vnorm-e20", [2, 3, 4], (ANTI_VALID, ANTI))
+    doc.check_row(cap, "K = 10 antithetic samples", {3: anti[3], 4: anti[4]}, vn.source)
+    doc.check_row(cap, "its control: normalised",
+                  {**vn.cells("en_de", "acvi-vnorm-det-e20", [2, 3]), 1: "2 (seeds 2-3)"}, vn.source)
+    doc.check_row(cap, "soft", vn.cells("en_de", "soft-e20", [1, 2, 3]), vn.source)
+    fr_ms = lambda d: mean_std([fr.bleu("en_fr", "acvi-vnorm-e20", s, d) for s in (1, 2, 3, 4)])
+    doc.check_prose(rf"ACVI with normalised annotations {MS}, \*\*{MS}\*\*, \*\*{MS}\*\* \(paired {MS} / {MS}",
+                    [mean_std([fr.ppl("en_fr", "acvi-vnorm-e20", s) for s in (1, 2, 3, 4)]),
+                     fr_ms("test2016"), fr_ms("test2017")]
+                    + [mean_std(fr.paired("en_fr", "soft-e20", "acvi-vnorm-e20", [1, 2, 3, 4], d), sign=True) for d in t],
+                    "En→Fr paragraph: ACVI", fr.source)
+    doc.assert_ok()
+
+
+# ----------------------------------------------------------------------------------- transformer
+def test_transformer_table_and_paired_differences():
+    tx = MT("multi30k_transformer_2026-11-27/results.json")
+    doc = Doc(README)
+    cap = "Multi30K En→De, 30 epochs (2026-11-27"
+    doc.check_row(cap, "fairseq `transformer`", {1: "1", **single("en_de", tx, "transformer")}, tx.source)
+    doc.check_row(cap, "`acvi_transformer`, `soft`", tx.cells("en_de", "soft-transformer", [1, 2, 3]), tx.source)
+    doc.check_row(cap, "`acvi_transformer`, ACVI", tx.cells("en_de", "acvi-transformer", [1, 2, 3]), tx.source)
+    diffs = {d: tx.paired("en_de", "soft-transformer", "acvi-transformer", [1, 2, 3], d)
+             for d in ("valid", "test2016", "test2017")}
+    doc.check_prose(rf"ACVI − `soft` paired by seed: {MS} validation, {MS} test2016, {MS} test2017",
+                    [mean_std(diffs[d], sign=True) for d in diffs], "transformer ACVI − soft", tx.source)
+    doc.assert_ok()
+    bench = Doc(BENCH)
+    ms = lambda v: " / ".join(mean_std([tx.bleu("en_de", v, s, d) for s in (1, 2, 3)]) for d in ("test2016", "test2017"))
+    bench.check_prose(rf"fairseq `transformer` (\S+ / \S+) and `soft` seed 1 the same to the hundredth; "
+                      rf"`soft` ({MSN} / {MSN}) and ACVI ({MSN} / {MSN}) over three seeds \(ACVI − `soft` paired "
+                      rf"({MSN} / {MSN})\)",
+                      [" / ".join(f2(tx.bleu("en_de", "transformer", 1, d)) for d in ("test2016", "test2017")),
+                       ms("soft-transformer"), ms("acvi-transformer"),
+                       " / ".join(mean_std(diffs[d], sign=True) for d in ("test2016", "test2017"))],
+                      "transformer paragraph", tx.source)
+    bench.assert_ok()
+    page = Doc(RESULTS / "multi30k_transformer_2026-11-27.md")
+    for s in (1, 2, 3):
+        cells = page.row("ACVI − soft, paired by seed", f"{s}", tx.source)
+        if cells is None:
+            continue
+        for col, d in enumerate(diffs, 1):
+            got = cells[col].split(" (")[0]
+            if norm(got) != norm(signed(diffs[d][s - 1])):
+                page.fail(f"seed {s} {d} difference", f"reads {got!r}, {tx.source} gives {signed(diffs[d][s - 1])!r}")
+    page.check_row("ACVI − soft, paired by seed", "mean ± std",
+                   {i: mean_std(diffs[d], sign=True) for i, d in enumerate(diffs, 1)}, tx.source)
+    page.assert_ok()
+
+
+# ----------------------------------------------------------------------------------- CNN/DM
+def _cnndm():
+    rel = "cnndm_2026-11-28_nocopy_acvi/results.json"
+    data = json.loads((RESULTS / rel).read_text())["subsets"]
+    return data, f"docs/results/{rel}"
+
+
+def _r(row):
+    return " / ".join(f2(row[k]) for k in ("rouge1", "rouge2", "rougeL"))
+
+
+def test_cnndm_rouge_figures():
+    data, src = _cnndm()
+    rows, every = data["test_every5"]["rows"], data["test_every5"]
+    soft, soft_cov = rows["pointer-gen (ours, soft, phase 4)"], rows["pointer-gen + coverage (ours, soft)"]
+    acvi, run1, run2 = rows["ACVI (ours, run 2, phase 4)"], rows["ACVI + coverage (ours, run 1)"], rows["ACVI + coverage (ours, run 2)"]
+    lead, nocopy = rows["lead-3"], rows["no-copy + coverage (ours)"]
+    cov = every["coverage"]
+    rel = lambda k: f"{100 * cov[k]['relative_change']:.0f}".replace("-", "−")
+    paired = every["paired"]["ACVI + coverage (ours, run 1):ACVI + coverage (ours, run 2)"]["rouge1"]
+    real = data["test_realsumm"]["rows"]
+    doc = Doc(README)
+    doc.check_prose(r"reaches \*\*(\S+ / \S+ / \S+) ROUGE-1/2/L on `test_every5`\*\* \(898 test articles; lead-3 (\S+ / \S+ / \S+)\)",
+                    [_r(soft_cov), _r(lead)], "soft pointer-generator and lead-3", src)
+    doc.check_prose(rf"cuts repeated trigrams from {N} % to {N} % \({N} %\) while raising ROUGE-1 by {N}",
+                    [f2(soft["repeat_3gram"]), f2(soft_cov["repeat_3gram"]),
+                     rel("pointer-gen (ours, soft, phase 4):pointer-gen + coverage (ours, soft)"),
+                     f"{soft_cov['rouge1'] - soft['rouge1']:.1f}"], "soft coverage phase", src)
+    doc.check_prose(rf"reaches {N} ROUGE-1 before coverage \(soft: {N}\) and \*\*{N} and {N} with coverage\*\* "
+                    rf"\(two runs; 95 % interval of run 2's ROUGE-1 {N}–{N}\)",
+                    [f2(acvi["rouge1"]), f2(soft["rouge1"]), f2(run1["rouge1"]), f2(run2["rouge1"]),
+                     f2(run2["ci"]["rouge1"][0]), f2(run2["ci"]["rouge1"][1])], "ACVI ROUGE-1", src)
+    doc.check_prose(rf"ACVI's coverage phase cuts repeated trigrams from {N} % to {N} % \({N} %\)",
+                    [f2(acvi["repeat_3gram"]), f2(run2["repeat_3gram"]),
+                     rel("ACVI (ours, run 2, phase 4):ACVI + coverage (ours, run 2)")], "ACVI coverage phase", src)
+    doc.check_prose(rf"barely learned \({N} ROUGE-1", [f2(nocopy["rouge1"])], "no-copy ROUGE-1", src)
+    doc.check_prose(rf"its 95 % bootstrap interval of ROUGE-1 is {N}-{N}",
+                    [f2(lead["ci"]["rouge1"][0]), f2(lead["ci"]["rouge1"][1])], "lead-3 interval", src)
+    doc.check_prose(rf"outputs show coverage cutting repeated trigrams from {N} % to {N} %",
+                    [f2(real["See et al.: pointer_gen"]["repeat_3gram"]),
+                     f2(real["See et al.: pointer_gen_cov"]["repeat_3gram"])], "See et al. on REALSumm", src)
+    doc.assert_ok()
+    bench = Doc(BENCH)
+    bench.check_prose(rf"before coverage (\S+ / \S+ / \S+), repeated trigrams {N} %; with coverage (\S+ / \S+ / \S+) "
+                      rf"\(run 1\) and (\S+ / \S+ / \S+) \(run 2, ROUGE-1 95 % CI {N}–{N}\), repeated trigrams {N} % "
+                      rf"and {N} % \({N} %\): level with soft before coverage, {N} and {N} ROUGE-1 below it after, "
+                      rf"while the two ACVI runs differ by {N} \(paired 95 % CI {N} to {N}\)",
+                      [_r(acvi), f2(acvi["repeat_3gram"]), _r(run1), _r(run2), f2(run2["ci"]["rouge1"][0]),
+                       f2(run2["ci"]["rouge1"][1]), f2(run1["repeat_3gram"]), f2(run2["repeat_3gram"]),
+                       rel("ACVI (ours, run 2, phase 4):ACVI + coverage (ours, run 2)"),
+                       f2(soft_cov["rouge1"] - run1["rouge1"]), f2(soft_cov["rouge1"] - run2["rouge1"]),
+                       signed(paired["delta"]), signed(paired["low"]), signed(paired["high"])],
+                      "ACVI pointer-generator", src)
+    bench.check_prose(r"coverage: (\S+ / \S+ / \S+) \(barely trained", [_r(nocopy)], "no-copy baseline", src)
+    bench.check_prose(rf"before coverage (\S+ / \S+ / \S+) ROUGE-1/2/L, repeated trigrams {N} %; \*\*with coverage "
+                      rf"(\S+ / \S+ / \S+), repeated trigrams {N} %\*\* \({N} %\); lead-3 (\S+ / \S+ / \S+)\.",
+                      [_r(soft), f2(soft["repeat_3gram"]), _r(soft_cov), f2(soft_cov["repeat_3gram"]),
+                       rel("pointer-gen (ours, soft, phase 4):pointer-gen + coverage (ours, soft)"), _r(lead)],
+                      "soft pointer-generator", src)
+    bench.assert_ok()
+
+
+# ----------------------------------------------------------------------------------- PAG
+def test_pag_figures():
+    pag = MT("pag_multi30k_char_2026-11-28_seeds1-3/results.json")
+    pair = next(iter(pag.runs))[0]
+    seeds = [1, 2, 3]
+    chrf = lambda v, s, d="test2016": pag.run(pair, v, s)["bleu"][d]["chrf"]
+    bleu_chrf = lambda v: f"{mean_std([pag.bleu(pair, v, s, 'test2016') for s in seeds])} / " \
+                          f"{f2(statistics.mean([chrf(v, s) for s in seeds]))}"
+    diff = lambda d, f: [f(("pag", s), d) - f(("soft", s), d) for s in seeds]
+    b = lambda vs, d: pag.bleu(pair, vs[0], vs[1], d)
+    c = lambda vs, d: chrf(vs[0], vs[1], d)
+    rpag = [pag.bleu(pair, "soft", s, "test2016") - pag.bleu(pair, "rpag", s, "test2016") for s in seeds]
+    replan = [pag.run(pair, "pag", s)["replan"] for s in seeds]
+    wps = lambda v: statistics.mean(pag.run(pair, v, s)["train_wps"] for s in seeds)
+    doc = Doc(README)
+    doc.check_prose(rf"soft ({MSN} / {NN}), PAG ({MSN} / {NN}), rPAG ({MSN} / {NN})\.",
+                    [bleu_chrf(v) for v in ("soft", "pag", "rpag")], "PAG, test2016 BLEU / chrF", pag.source)
+    doc.check_prose(rf"seed by seed PAG is {MS} BLEU and {MS} chrF from soft on test2016 \({MS} BLEU on validation\)",
+                    [mean_std(diff("test2016", b), sign=True), mean_std(diff("test2016", c), sign=True),
+                     mean_std(diff("valid", b), sign=True)], "PAG − soft", pag.source)
+    doc.check_prose(rf"recomputes its plan at {N}-{N} % of the validation steps",
+                    [f"{100 * min(replan):.0f}", f"{100 * max(replan):.0f}"], "PAG replanning", pag.source)
+    doc.check_prose(rf"loses {N}-{N} BLEU on every seed", [f"{min(rpag):.1f}", f"{max(rpag):.1f}"],
+                    "rPAG − soft", pag.source)
+    doc.check_prose(rf"PAG trains at {N}× soft's speed \(target 0.7×\), rPAG at {N}×",
+                    [f"{wps('pag') / wps('soft'):.3f}", f"{wps('rpag') / wps('soft'):.2f}"], "PAG speed", pag.source)
+    doc.assert_ok()
+
+
+# ----------------------------------------------------------------------------------- bAbI
+def _babi_best(entry, max_seed, key, task, seeds_from=1):
+    """Test accuracy of the run chosen by validation among seeds [seeds_from, max_seed]
+    (ties: the lower validation NLL), as babi_report selects."""
+    runs = [r for r in entry["runs"] if seeds_from <= r["seed"] <= max_seed]
+    best = max(runs, key=lambda r: (r["valid"], -r["valid_nll"]))
+    return best["test"][key][str(task)]
+
+
+def _passed(accs):
+    return sum(round(a, 4) >= 95 for a in accs)
+
+
+def test_babi_en_10k_pass_counts_and_means():
+    rel = "babi_en-10k_2026-11-27/results_single.json"
+    src = f"docs/results/{rel}"
+    data = json.loads((RESULTS / rel).read_text())
+    columns = [("memn2n", "memn2n"), ("t_memn2n", "t_memn2n_S1"), ("t_memn2n", "t_memn2n_S10")]
+
+    def best_of(n):
+        accs = [[_babi_best(data[f"{m}|{t}"], n, k, t) for t in range(1, 21)] for m, k in columns]
+        return [_passed(a) for a in accs], [statistics.mean(a) for a in accs]
+
+    counts = {n: best_of(n) for n in (1, 3, 6, 7, 8, 10)}
+    slash = lambda xs: " / ".join(str(x) for x in xs)
+    bench = Doc(BENCH)
+    bench.check_prose(rf"best of seeds 1-10 passes (\d+) \(MemN2N\) / (\d+) \(t-MEM-NN S = 1\) / (\d+) \(S = 10\) "
+                      rf"of 20, means ([\d.]+ / [\d.]+ / [\d.]+) % \(best of 1-3: (\S+ / \S+ / \S+); 1-6: (\S+ / \S+ / \S+); "
+                      rf"1-7 and 1-8: (\S+ / \S+ / \S+)\) \(seed 1 alone: (\S+ / \S+ / \S+), means ([\d.]+ / [\d.]+ / [\d.]+) %\)",
+                      [str(c) for c in counts[10][0]] + [slash(f"{m:.1f}" for m in counts[10][1]),
+                       slash(counts[3][0]), slash(counts[6][0]), slash(counts[7][0]),
+                       slash(counts[1][0]), slash(f"{m:.1f}" for m in counts[1][1])],
+                      "bAbI en-10k", src)
+    if counts[7][0] != counts[8][0]:
+        bench.fail("bAbI en-10k best of 1-7 and 1-8", f"{src} gives {counts[7][0]} and {counts[8][0]}")
+    bench.assert_ok()
+    doc = Doc(README)
+    errors = [100 - m for m in counts[10][1]]
+    same = len(set(counts[10][0])) == 1
+    doc.check_prose(r"the best of seeds 1-10 passes (\d+) tasks for each model, mean error ([\d.]+-[\d.]+) %",
+                    [str(counts[10][0][0]) if same else slash(counts[10][0]),
+                     f"{min(errors):.1f}-{max(errors):.1f}"], "bAbI en-10k (README)", src)
+    doc.assert_ok()
+
+
+def test_babi_random_noise_protocol_table():
+    base = RESULTS / "babi_2026-11-24_random-noise"
+    src1 = "docs/results/babi_2026-11-24_random-noise/results_single_rn0.1_seeds1-10.json"
+    first = json.loads((base / "results_single_rn0.1_seeds1-10.json").read_text())
+    more = {m: json.loads((base / f"results_single_{m}_rn0.1_seeds11-20.json").read_text())
+            for m in ("memn2n", "t_memn2n")}
+    joint = json.loads((base / "results_joint_rn0.1.json").read_text())
+    src20 = f"{src1} and …_seeds11-20.json"
+
+    def merged(model, task):
+        return {"runs": first[f"{model}|{task}"]["runs"] + more[model][f"{model}|{task}"]["runs"]}
+
+    def row(model, key, n):
+        accs = [_babi_best(merged(model, t), n, key, t) for t in range(1, 21)]
+        return {1: str(_passed(accs)), 2: f"{statistics.mean(accs):.1f}"}
+
+    doc = Doc(BENCH)
+    cap = "The results of every run, with the rendered report"
+    doc.check_row(cap, "MemN2N, single task, best of 10", row("memn2n", "memn2n", 10), src1)
+    doc.check_row(cap, "MemN2N, single task, best of 20", row("memn2n", "memn2n", 20), src20)
+    doc.check_row(cap, "t-MEM-NN S = 10, single task, best of 10", row("t_memn2n", "t_memn2n_S10", 10), src1)
+    doc.check_row(cap, "t-MEM-NN S = 1, single task, best of 20", row("t_memn2n", "t_memn2n_S1", 20), src20)
+    doc.check_row(cap, "t-MEM-NN S = 10, single task, best of 20", row("t_memn2n", "t_memn2n_S10", 20), src20)
+    for label, model, key in (("MemN2N, joint", "memn2n", "memn2n"),
+                              ("t-MEM-NN S = 10, joint", "t_memn2n", "t_memn2n_S10")):
+        entry = joint[f"{model}|" + ",".join(str(t) for t in range(1, 21))]
+        accs = [entry["test"][key][str(t)] for t in range(1, 21)]
+        doc.check_row(cap, label, {1: str(_passed(accs)), 2: f"{statistics.mean(accs):.1f}"},
+                      "docs/results/babi_2026-11-24_random-noise/results_joint_rn0.1.json")
+    doc.assert_ok()
+
+
+def test_a_changed_figure_fails_naming_doc_figure_and_file(tmp_path, monkeypatch):
+    """The checker itself: one digit changed in a copy of README.md fails, naming all three."""
+    text = README.read_text(encoding="utf-8")
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `acvi_transformer`, ACVI |"))
+    bad = tmp_path / "README.md"
+    bad.write_text(text.replace(row, row.replace("| 3.71 ± 0.01 |", "| 3.72 ± 0.01 |")), encoding="utf-8")
+    monkeypatch.setattr(Doc, "__init__", _rooted_init(Doc.__init__, bad))
+    with pytest.raises(AssertionError) as err:
+        test_transformer_table_and_paired_differences()
+    message = str(err.value)
+    assert "README.md" in message and "`acvi_transformer`, ACVI" in message
+    assert "'3.72 ± 0.01'" in message and "'3.71 ± 0.01'" in message
+    assert "docs/results/multi30k_transformer_2026-11-27/results.json" in message
+
+
+def _rooted_init(init, replacement):
+    """Doc.__init__ that reads ``replacement`` in place of README.md (same name in messages)."""
+    def patched(self, path):
+        init(self, path)
+        if Path(path) == README:
+            self.text = replacement.read_text(encoding="utf-8")
+            self.flat = " ".join(self.text.split())
+            self._tables = self._parse_tables()
+    return patched

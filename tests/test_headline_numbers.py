@@ -493,6 +493,15 @@ def test_babi_random_noise_protocol_table():
     doc.check_row(cap, "t-MEM-NN S = 10, single task, best of 10", row("t_memn2n", "t_memn2n_S10", 10), src1)
     doc.check_row(cap, "t-MEM-NN S = 1, single task, best of 20", row("t_memn2n", "t_memn2n_S1", 20), src20)
     doc.check_row(cap, "t-MEM-NN S = 10, single task, best of 20", row("t_memn2n", "t_memn2n_S10", 20), src20)
+    for label, model, key in (("MemN2N, single task, mean of 20 seeds", "memn2n", "memn2n"),
+                              ("t-MEM-NN S = 10, single task, mean of 20 seeds", "t_memn2n", "t_memn2n_S10")):
+        means = []
+        for t in range(1, 21):
+            runs = merged(model, t)["runs"]
+            if len(runs) != 20:
+                doc.fail(label, f"{src20} holds {len(runs)} runs of task {t}, not 20")
+            means.append(statistics.mean(r["test"][key][str(t)] for r in runs))
+        doc.check_row(cap, label, {1: str(_passed(means)), 2: f"{statistics.mean(means):.1f}"}, src20)
     for label, model, key in (("MemN2N, joint", "memn2n", "memn2n"),
                               ("t-MEM-NN S = 10, joint", "t_memn2n", "t_memn2n_S10")):
         entry = joint[f"{model}|" + ",".join(str(t) for t in range(1, 21))]

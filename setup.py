@@ -41,6 +41,7 @@ setup(
             f"fairseq-acvi-{name.replace('_', '-')} = fairseq_acvi.cli:run_{name}"
             for name in ("babi_report", "calibration", "eval_captioning", "eval_summarization",
                          "generate", "guess_number", "lead_baseline", "mt_report", "summ_report",
-                         "attention_pictures")],
+                         "attention_pictures", "prepare_parallel", "train", "validate",
+                         "interactive", "hydra_train")],
     },
 )

@@ -2,8 +2,11 @@
 
 Usage: every ``fairseq-generate`` argument, plus ``--print-uncertainty``::
 
-    python -m fairseq_acvi.cli.generate DATA --user-dir fairseq_acvi --path CKPT --beam 10 \\
+    fairseq-acvi-generate DATA --path CKPT --beam 10 \\
         --model-overrides "{'mc_samples': 10}" --print-uncertainty
+
+(or ``python -m fairseq_acvi.cli.generate``). The plugin is loaded by the command itself: without
+a ``--user-dir`` it adds ``--user-dir`` naming the installed package (works from any folder).
 
 This runs fairseq's own ``fairseq_cli.generate`` (not a copy of it). Without the option nothing is
 changed at all. With it, two things are hooked for the duration of the run:
@@ -33,6 +36,7 @@ import fairseq.tasks
 import fairseq_cli.generate as fairseq_generate
 from fairseq import options
 
+from fairseq_acvi.cli import with_user_dir
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
 from fairseq_acvi.modules.uncertainty import ENTROPY, MUTUAL_INFORMATION
 
@@ -126,7 +130,9 @@ def build_parser():
 
 
 def cli_main(argv: Optional[list] = None):
-    args = options.parse_args_and_arch(build_parser(), input_args=argv)
+    """Run fairseq's generate on ``argv`` (default: the command line), ``--user-dir`` added when
+    absent (:func:`fairseq_acvi.cli.with_user_dir`)."""
+    args = options.parse_args_and_arch(build_parser(), input_args=with_user_dir(argv))
     mode = args.print_uncertainty
     if mode is None:
         return fairseq_generate.main(args)

@@ -326,3 +326,44 @@ def test_character_target_runs_report_chrf_and_the_replan_share(tmp_path, capsys
     bad.write_text(json.dumps({"last": {}}))
     assert mt_report.main([str(root), "--out-dir", str(out), "--no-charts"]) == 2
     assert "pag_seed1/replan.json: not a replan.json" in capsys.readouterr().err
+
+
+def test_runs_of_a_users_corpus_report_their_own_splits(tmp_path, capsys):
+    """recipes/mt_parallel.sh lists the splits it decoded in run.json: the tables have exactly those
+    columns (no Multi30K test2016/test2017), in that order, and the heading is not Multi30K's."""
+    root = tmp_path / "runs"
+    for variant, seed, bleu in (("soft", 1, 20.0), ("soft", 2, 22.0), ("acvi", 1, 23.0), ("acvi", 2, 26.0)):
+        run = make_run(root, variant, seed, [4.0, 3.0],
+                       {"valid": bleu, "test": bleu - 1, "news2019": bleu - 2})
+        meta = json.loads((run / "run.json").read_text())
+        (run / "run.json").write_text(json.dumps(dict(meta, splits=["valid", "test", "news2019"])))
+    out = tmp_path / "out"
+    assert mt_report.main([str(root), "--out-dir", str(out), "--no-charts", "--compare", "soft", "acvi"]) == 0
+    md = (out / "report.md").read_text()
+    assert md.startswith("# Translation\n") and "test2016" not in md and "test2017" not in md
+    assert ("| variant | seeds | valid ppl | valid BLEU | test BLEU | news2019 BLEU | test detok | "
+            "news2019 detok | train words/s |") in md
+    assert "| acvi | 2 | 8.00 ± 0.00 | 24.50 ± 2.12 | 23.50 ± 2.12 | 22.50 ± 2.12 | 22.50 ± 2.12 | 21.50 ± 2.12 |" in md
+    assert "| variant | seeds | valid | test | news2019 |" in md                 # seed by seed, acvi - soft
+    assert "| acvi | 1, 2 | 3.50 ± 0.71 | 3.50 ± 0.71 | 3.50 ± 0.71 |" in md
+    assert "| acvi | 2 | 7,978,931 | 2 / 2 | 8.00 | 25.00 | 24.00 | 120 |" in md    # runs: test, news2019
+    assert "news2019 BLEU 22.50 vs 19.00 (+3.50" in capsys.readouterr().out
+    agg = json.loads((out / "results.json").read_text())["aggregate"]["en_de"]
+    assert agg["acvi"]["splits"] == ["valid", "test", "news2019"]
+
+
+def test_run_json_with_malformed_splits_names_the_file(tmp_path):
+    run = make_run(tmp_path / "runs", "soft", 1, [3.0], {"valid": 1.0})
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(meta, splits="valid test")))
+    with pytest.raises(mt_eval.ReportError, match=r"run\.json: 'splits' must be a non-empty list"):
+        mt_eval.read_run(str(run))
+
+
+def test_multi30k_runs_keep_their_heading_and_columns(fake_runs, tmp_path):
+    out = tmp_path / "out"
+    assert mt_report.main([str(fake_runs), "--out-dir", str(out), "--no-charts"]) == 0
+    md = (out / "report.md").read_text()
+    assert md.startswith("# Multi30K translation\n")
+    assert ("| variant | seeds | valid ppl | valid BLEU | test2016 BLEU | test2017 BLEU | test2016 detok "
+            "| test2017 detok | train words/s |") in md

@@ -1,9 +1,14 @@
-"""Translation report: collect the runs of ``recipes/mt_multi30k.sh`` into tables and charts.
+"""Translation report: collect the runs of ``recipes/mt_multi30k.sh`` and ``recipes/mt_parallel.sh``
+into tables and charts.
 
-Usage (from the repository root)::
+Usage (``fairseq-acvi-mt-report``, or ``python -m fairseq_acvi.cli.mt_report``)::
 
-    python -m fairseq_acvi.cli.mt_report RUNS [RUNS ...] --out-dir docs/results/multi30k_DATE \\
+    fairseq-acvi-mt-report RUNS [RUNS ...] --out-dir docs/results/multi30k_DATE \\
         [--title "..."] [--compare lstm soft] [--merge docs/results/multi30k_EARLIER/results.json]
+
+Splits: the tables have a column per named split a run decoded: those its ``run.json`` lists under
+``splits`` (recipes/mt_parallel.sh writes the corpus's own, e.g. ``valid`` and ``test``), or
+Multi30K's ``valid``, ``test2016`` and ``test2017`` when it lists none (recipes/mt_multi30k.sh).
 
 It reads only what the stock CLIs and the recipe leave in each run folder (any folder holding a
 ``run.json``): ``train.log`` (``fairseq-train --log-format json``: the per-epoch ``valid`` and
@@ -42,14 +47,17 @@ import os
 import sys
 
 from fairseq_acvi.mt_eval import (
-    ReportError, aggregate, charts, combine_runs, compare, find_runs, load_merged, markdown)
+    ReportError, aggregate, charts, combine_runs, compare, default_title, find_runs, load_merged,
+    markdown)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("runs", nargs="*", help="folders holding run folders (searched recursively)")
     p.add_argument("--out-dir", required=True)
-    p.add_argument("--title", default="Multi30K translation")
+    p.add_argument("--title", default=None,
+                   help="the report's heading (default: 'Multi30K translation' for Multi30K runs, "
+                        "'Translation' once a run of another corpus is among them)")
     p.add_argument("--compare", nargs=2, metavar=("BASE", "OTHER"),
                    help="print variant OTHER against BASE (e.g. lstm soft)")
     p.add_argument("--paired-base", metavar="VARIANT",
@@ -78,7 +86,7 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"runs": public, "aggregate": agg}, f, indent=1, default=str)
     with open(os.path.join(args.out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(runs, agg, args.title, base=args.paired_base))
+        f.write(markdown(runs, agg, args.title or default_title(runs), base=args.paired_base))
     written = [] if args.no_charts else charts(runs, agg, args.out_dir)
     print(f"[mt_report] {len(runs)} runs -> {args.out_dir}/report.md, results.json"
           + (", " + ", ".join(os.path.basename(w) for w in written) if written else ""))

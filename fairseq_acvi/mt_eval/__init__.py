@@ -4,7 +4,8 @@ for bAbI: the tests and other scripts call these directly, and ``cli/`` holds on
 
 * :mod:`.logs` — the stock CLIs' logs of a run: ``fairseq-train``'s per-epoch records, parameter
   count and "done training" line, ``fairseq-validate``'s record; :class:`~.logs.ReportError`.
-* :mod:`.runs` — one run folder read into a dict (best epoch, KL diagnostics, BLEU of every decode,
+* :mod:`.runs` — one run folder read into a dict (its named splits: ``splits`` of run.json, else
+  Multi30K's) (best epoch, KL diagnostics, BLEU of every decode,
   source use, the Monte-Carlo sweep), the folders under a root, the runs of earlier reports
   (``--merge``).
 * :mod:`.summary` — mean ± std over seeds per pair and variant (finished runs only), seed-by-seed
@@ -14,17 +15,18 @@ for bAbI: the tests and other scripts call these directly, and ``cli/`` holds on
 from fairseq_acvi.mt_eval.logs import (
     ReportError, likelihood_bits, model_parameters, parse_train_log, parse_validate_log,
     training_finished, training_wall)
-from fairseq_acvi.mt_eval.render import charts, fmt, markdown, variant_order
+from fairseq_acvi.mt_eval.render import charts, default_title, fmt, markdown, own_corpus, variant_order
 from fairseq_acvi.mt_eval.runs import (
     ABLATIONS, SPLITS, STOCHASTIC_CONTEXTS, combine_runs, default_mc_samples, find_runs,
-    load_merged, mc_sweep, read_run, source_use)
+    load_merged, mc_sweep, pair_splits, read_run, run_splits, source_use)
 from fairseq_acvi.mt_eval.summary import (
     PAIRED_BASE, aggregate, base_candidates, compare, is_finished, mean_std, paired, paired_base,
     wps_device)
 
 __all__ = [
     "ReportError", "likelihood_bits", "model_parameters", "parse_train_log", "parse_validate_log",
-    "training_finished", "training_wall", "charts", "fmt", "markdown", "variant_order",
-    "ABLATIONS", "SPLITS", "STOCHASTIC_CONTEXTS", "combine_runs", "default_mc_samples",
-    "find_runs", "load_merged", "mc_sweep", "read_run", "source_use", "PAIRED_BASE", "aggregate",
+    "training_finished", "training_wall", "charts", "default_title", "fmt", "markdown", "own_corpus",
+    "variant_order", "ABLATIONS", "SPLITS", "STOCHASTIC_CONTEXTS", "combine_runs",
+    "default_mc_samples", "find_runs", "load_merged", "mc_sweep", "pair_splits", "read_run",
+    "run_splits", "source_use", "PAIRED_BASE", "aggregate",
     "base_candidates", "compare", "is_finished", "mean_std", "paired", "paired_base", "wps_device"]

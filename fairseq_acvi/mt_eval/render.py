@@ -5,7 +5,7 @@ import re
 import sys
 from typing import Dict, List, Optional
 
-from fairseq_acvi.mt_eval.runs import ABLATIONS, SPLITS
+from fairseq_acvi.mt_eval.runs import ABLATIONS, pair_splits
 from fairseq_acvi.mt_eval.summary import (PAIRED_BASE, base_candidates, is_finished, paired,
                                            paired_base)
 
@@ -34,28 +34,46 @@ def _decode_name(gen_file: str) -> str:
     return m.group(1) if m else gen_file
 
 
+def own_corpus(runs: List[dict]) -> bool:
+    """Whether any run names its own splits (recipes/mt_parallel.sh on a user's corpus) rather
+    than being a Multi30K run (recipes/mt_multi30k.sh, whose run.json lists none)."""
+    return any(r["meta"].get("splits") for r in runs)
+
+
+def default_title(runs: List[dict]) -> str:
+    """``Multi30K translation`` for Multi30K runs, ``Translation`` once any run is of another corpus."""
+    return "Translation" if own_corpus(runs) else "Multi30K translation"
+
+
 def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None) -> str:
     """The report's tables. ``base``: the variant subtracted seed by seed (``--paired-base``;
-    default: the pair's one ``soft`` variant, :func:`~fairseq_acvi.mt_eval.summary.paired_base`)."""
+    default: the pair's one ``soft`` variant, :func:`~fairseq_acvi.mt_eval.summary.paired_base`).
+    Each pair's columns are its named splits (:func:`~fairseq_acvi.mt_eval.runs.pair_splits`)."""
+    bleu_text = ("BLEU: sacreBLEU without tokenisation (`tokenize=none`) on the output as written, "
+                 "against the data's `raw/` references; detok: sacreBLEU's standard 13a tokenisation of "
+                 "the same text (Moses-detokenised first where the recipe's MOSES_DETOK asked)."
+                 if own_corpus(runs) else
+                 "BLEU: tokenised, lower-cased (as published Multi30K baselines); detok: sacreBLEU on "
+                 "Moses-detokenised text.")
     lines = [f"# {title}", "",
-             "BLEU: tokenised, lower-cased (as published Multi30K baselines); detok: sacreBLEU on "
-             "Moses-detokenised text. Valid ppl: 2^(likelihood loss) of the best epoch (ACVI: the "
+             bleu_text + " Valid ppl: 2^(likelihood loss) of the best epoch (ACVI: the "
              "likelihood term only, averaged over the run's --mc-samples K, 10 by default). Mean ± "
              "std over seeds (n = seeds). Train words/s: a run's median over epochs, averaged over "
              "the variant's CPU runs only (the device is named when a variant has none).", ""]
     for pair in sorted(agg):
+        splits = pair_splits(runs, pair)
+        tests = [s for s in splits if s != "valid"]
+        columns = ["valid ppl"] + [f"{s} BLEU" for s in splits] + [f"{s} detok" for s in tests]
         lines += [f"## {pair}", "",
-                  "| variant | seeds | valid ppl | valid BLEU | test2016 BLEU | test2017 BLEU "
-                  "| test2016 detok | test2017 detok | train words/s |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| variant | seeds | " + " | ".join(columns) + " | train words/s |",
+                  "|---|---|" + "---|" * (len(columns) + 1)]
         for v in variant_order(agg[pair]):
             a = agg[pair][v]
-            lines.append(f"| {v} | {len(a['seeds'])} | {fmt(a['valid_ppl'])} | "
-                         f"{fmt(a['valid_bleu_tok'])} | {fmt(a['test2016_bleu_tok'])} | "
-                         f"{fmt(a['test2017_bleu_tok'])} | {fmt(a['test2016_bleu_detok'])} | "
-                         f"{fmt(a['test2017_bleu_detok'])} | {fmt(a['train_wps'], 0)}"
+            cells = ([fmt(a["valid_ppl"])] + [fmt(a.get(f"{s}_bleu_tok")) for s in splits]
+                     + [fmt(a.get(f"{s}_bleu_detok")) for s in tests])
+            lines.append(f"| {v} | {len(a['seeds'])} | " + " | ".join(cells) + f" | {fmt(a['train_wps'], 0)}"
                          f"{'' if a['train_wps_device'] == 'cpu' else ' (' + a['train_wps_device'] + ')'} |")
-        lines += _chrf_and_planning(agg[pair])
+        lines += _chrf_and_planning(agg[pair], splits)
         stopped = [r for r in runs if r["pair"] == pair and not is_finished(r)]
         if stopped:
             lines += ["", "Not in the means (training unfinished: stopped part-way or still running; "
@@ -118,21 +136,21 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
         pb = paired_base(runs, pair, base)
         any_paired = False
         for key, name in (("bleu_tok", "BLEU"), ("chrf", "chrF")):
-            paired_rows = _paired_rows(runs, agg[pair], pair, pb, key)
+            paired_rows = _paired_rows(runs, agg[pair], pair, pb, key, splits)
             if paired_rows:
                 any_paired = True
                 lines += ["", f"{name} minus `{pb}`'s, seed by seed (a seed fixes the data order, "
                           "and the plugin's variants also start from the same weights), mean ± std over "
                           "the seeds both have:", "",
-                          "| variant | seeds | valid | test2016 | test2017 |", "|---|---|---|---|---|"]
+                          "| variant | seeds | " + " | ".join(splits) + " |", "|---|---|" + "---|" * len(splits)]
                 lines += paired_rows
         if not any_paired and base is None and len(candidates := base_candidates(runs, pair)) > 1:
             lines += ["", f"(No seed-by-seed table: several `{PAIRED_BASE}` variants "
                       f"({', '.join(candidates)}); `--paired-base` chooses one.)"]
         lines += ["", "Runs:", "",
-                  "| variant | seed | parameters | best epoch / trained | valid ppl | test2016 | test2017 | "
-                  "wall (s) | device | date | extra train args |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| variant | seed | parameters | best epoch / trained | valid ppl | "
+                  + "".join(f"{s} | " for s in tests) + "wall (s) | device | date | extra train args |",
+                  "|---|---|---|---|---|" + "---|" * len(tests) + "---|---|---|---|"]
         for r in sorted((r for r in runs if r["pair"] == pair),
                         key=lambda r: (variant_order([r["variant"]])[0], r["variant"], r["seed"])):
             b = r["bleu"]
@@ -142,8 +160,7 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
                 f"{r.get('best_epoch', '–')} / "
                 f"{r.get('epochs_trained', '–')}{'' if is_finished(r) else ' (unfinished)'} | "
                 f"{_num(r.get('valid_ppl'))} | "
-                f"{_num(b.get('test2016', {}).get('bleu_tok'))} | "
-                f"{_num(b.get('test2017', {}).get('bleu_tok'))} | "
+                + "".join(f"{_num(b.get(s, {}).get('bleu_tok'))} | " for s in tests) +
                 f"{_num(r.get('train_wall_s'), 0)} | {r['meta'].get('device', 'cpu')} | "
                 f"{r['meta'].get('date', '–')} | "
                 f"`{r['meta'].get('extra_train_args', '') or '–'}` |")
@@ -155,41 +172,41 @@ def markdown(runs: List[dict], agg: dict, title: str, base: Optional[str] = None
     return "\n".join(lines) + "\n"
 
 
-def _chrf_and_planning(by_variant: Dict[str, dict]) -> List[str]:
+def _chrf_and_planning(by_variant: Dict[str, dict], splits: List[str]) -> List[str]:
     """The chrF table (character targets, recipes/mt_pag.sh) with the share of validation steps
-    whose plan was recomputed (PAG / rPAG); nothing when no variant has either."""
+    whose plan was recomputed (PAG / rPAG), a column per split; nothing when no variant has either."""
     rows = [v for v in variant_order(by_variant)
             if by_variant[v]["replan"] is not None
-            or any(by_variant[v][f"{s}_chrf"] is not None for s in SPLITS)]
+            or any(by_variant[v].get(f"{s}_chrf") is not None for s in splits)]
     if not rows:
         return []
     lines = ["", "chrF (sacreBLEU, character 6-grams, β = 2, on the output turned back into words) "
              "and the plan recomputed: the share of validation decoder steps (teacher-forced, the "
              "switch by argmax) whose alignment plan was recomputed, at the best epoch (PAG / rPAG).", "",
-             "| variant | seeds | valid chrF | test2016 chrF | test2017 chrF | plan recomputed |",
-             "|---|---|---|---|---|---|"]
+             "| variant | seeds | " + "".join(f"{s} chrF | " for s in splits) + "plan recomputed |",
+             "|---|---|" + "---|" * (len(splits) + 1)]
     for v in rows:
         a = by_variant[v]
         replan = a["replan"]
         replan_text = "–" if replan is None else fmt(
             {**replan, "mean": 100 * replan["mean"], "std": 100 * replan["std"]}, 1) + " %"
-        lines.append(f"| {v} | {len(a['seeds'])} | {fmt(a['valid_chrf'])} | {fmt(a['test2016_chrf'])} | "
-                     f"{fmt(a['test2017_chrf'])} | {replan_text} |")
+        lines.append(f"| {v} | {len(a['seeds'])} | " + "".join(f"{fmt(a.get(f'{s}_chrf'))} | " for s in splits)
+                     + f"{replan_text} |")
     return lines
 
 
 def _paired_rows(runs: List[dict], by_variant: Dict[str, dict], pair: str, pb: Optional[str],
-                 key: str) -> List[str]:
-    """Rows of the seed-by-seed table of score ``key`` minus the base variant ``pb``'s."""
+                 key: str, splits: List[str]) -> List[str]:
+    """Rows of the seed-by-seed table of score ``key`` minus the base variant ``pb``'s, a column per split."""
     rows = []
     for v in variant_order(by_variant) if pb in by_variant else []:
         if v == pb:
             continue
-        diffs = {split: paired(runs, pair, pb, v, split, key) for split in SPLITS}
+        diffs = {split: paired(runs, pair, pb, v, split, key) for split in splits}
         if any(d is not None for d in diffs.values()):
             seeds = sorted({s for d in diffs.values() if d for s in d["seeds"]})
             rows.append(f"| {v} | {', '.join(map(str, seeds))} | "
-                        + " | ".join(fmt(diffs[s]) for s in SPLITS) + " |")
+                        + " | ".join(fmt(diffs[s]) for s in splits) + " |")
     return rows
 
 
@@ -208,11 +225,14 @@ def charts(runs: List[dict], agg: dict, out_dir: str) -> List[str]:
     fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 3.6), squeeze=False)
     for ax, pair in zip(axes[0], pairs):
         vs = variant_order(agg[pair])
-        for j, split in enumerate(("test2016", "test2017")):
-            ys = [agg[pair][v][f"{split}_bleu_tok"] for v in vs]
-            ax.bar([i + 0.4 * j for i in range(len(vs))], [y["mean"] if y else 0 for y in ys],
-                   0.4, yerr=[y["std"] if y else 0 for y in ys], capsize=3, label=split)
-        ax.set_xticks([i + 0.2 for i in range(len(vs))], vs, rotation=30, ha="right", fontsize=8)
+        tests = [s for s in pair_splits(runs, pair) if s != "valid"] or ["valid"]
+        width = 0.8 / len(tests)
+        for j, split in enumerate(tests):
+            ys = [agg[pair][v].get(f"{split}_bleu_tok") for v in vs]
+            ax.bar([i + width * j for i in range(len(vs))], [y["mean"] if y else 0 for y in ys],
+                   width, yerr=[y["std"] if y else 0 for y in ys], capsize=3, label=split)
+        ax.set_xticks([i + width * (len(tests) - 1) / 2 for i in range(len(vs))], vs, rotation=30,
+                      ha="right", fontsize=8)
         ax.set_ylabel("BLEU (tok., lower-cased)")
         ax.set_title(pair)
         ax.legend(fontsize=8)

@@ -1,5 +1,6 @@
-"""One translation run folder (``recipes/mt_multi30k.sh``), read into a dict, and the runs of earlier
-reports (``--merge``). What each file holds: the docstring of fairseq_acvi/cli/mt_report.py.
+"""One translation run folder (``recipes/mt_multi30k.sh``, ``recipes/mt_parallel.sh``), read into a
+dict, and the runs of earlier reports (``--merge``). What each file holds: the docstring of
+fairseq_acvi/cli/mt_report.py.
 """
 import glob
 import json
@@ -13,6 +14,7 @@ from fairseq_acvi.mt_eval.logs import (
     ReportError, likelihood_bits, model_parameters, parse_train_log, parse_validate_log,
     training_finished, training_wall)
 
+#: the named splits of a run whose run.json lists none (recipes/mt_multi30k.sh: Multi30K's)
 SPLITS = ("valid", "test2016", "test2017")
 ABLATIONS = ("zero", "shuffle")
 #: the latent-context diagnostics logged per epoch, and those kept for the best epoch
@@ -31,6 +33,10 @@ def read_run(run_dir: str) -> dict:
     for key in ("pair", "context", "seed"):
         if key not in meta:
             raise ReportError(f"{meta_path}: missing key {key!r}")
+    splits = meta.get("splits")
+    if splits is not None and (not isinstance(splits, list) or not splits
+                               or not all(isinstance(x, str) and x for x in splits)):
+        raise ReportError(f"{meta_path}: 'splits' must be a non-empty list of split names, got {splits!r}")
     tag = meta.get("tag") or ""
     run = {"dir": run_dir, "pair": meta["pair"], "context": meta["context"], "tag": tag,
            "variant": meta["context"] + (f"-{tag}" if tag else ""), "seed": int(meta["seed"]),
@@ -83,6 +89,22 @@ def read_run(run_dir: str) -> dict:
     run["source_use"] = source_use(run)
     run["mc_sweep"] = mc_sweep(run)
     return run
+
+
+def run_splits(run: dict) -> List[str]:
+    """The named splits a run decoded: ``splits`` of its run.json (recipes/mt_parallel.sh writes
+    the data's own, e.g. ``["valid", "test"]``), else Multi30K's :data:`SPLITS`."""
+    return list(run["meta"].get("splits") or SPLITS)
+
+
+def pair_splits(runs: List[dict], pair: str) -> List[str]:
+    """The splits of ``pair`` the report tables: every split of its runs (:func:`run_splits`),
+    ``valid`` first, the others in the order the runs list them."""
+    names: Dict[str, None] = {}
+    for r in runs:
+        if r["pair"] == pair:
+            names.update(dict.fromkeys(run_splits(r)))
+    return sorted(names, key=lambda s: s != "valid")
 
 
 def read_replan(run_dir: str) -> Optional[float]:

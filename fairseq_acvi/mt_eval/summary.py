@@ -4,7 +4,7 @@ paired differences between two variants.
 import statistics
 from typing import Dict, List, Optional
 
-from fairseq_acvi.mt_eval.runs import ABLATIONS, SPLITS, END_KL
+from fairseq_acvi.mt_eval.runs import ABLATIONS, END_KL, pair_splits
 
 #: the context inference every other variant is compared with, seed by seed, in the report
 PAIRED_BASE = "soft"
@@ -31,22 +31,25 @@ def is_finished(run: dict) -> bool:
 
 
 def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
-    """{pair: {variant: {metric: mean/std/n, "seeds": [...]}}} over the seeds of a variant, of
-    the finished runs only: a run stopped part-way would enter the means with its best epoch so
-    far (the report lists it apart, and draws its curves)."""
+    """{pair: {variant: {metric: mean/std/n, "seeds": [...], "splits": [...]}}} over the seeds of
+    a variant, of the finished runs only: a run stopped part-way would enter the means with its
+    best epoch so far (the report lists it apart, and draws its curves). ``splits``: the pair's
+    named splits (:func:`~fairseq_acvi.mt_eval.runs.pair_splits`); the BLEU, detok and chrF
+    metrics are ``<split>_bleu_tok`` and so on for each."""
     groups: Dict[str, Dict[str, List[dict]]] = {}
     for r in filter(is_finished, runs):
         groups.setdefault(r["pair"], {}).setdefault(r["variant"], []).append(r)
     out: Dict[str, Dict[str, dict]] = {}
     for pair, variants in groups.items():
+        splits = pair_splits(runs, pair)
         for variant, rs in variants.items():
             device = wps_device(rs)
-            agg = {"seeds": sorted(r["seed"] for r in rs),
+            agg = {"seeds": sorted(r["seed"] for r in rs), "splits": splits,
                    "valid_ppl": mean_std([r.get("valid_ppl") for r in rs]),
                    "train_wps": mean_std([r.get("train_wps") for r in rs
                                           if r["meta"].get("device", "cpu") == device]),
                    "train_wps_device": device}
-            for split in SPLITS:
+            for split in splits:
                 for key in ("bleu_tok", "bleu_detok", "chrf"):
                     agg[f"{split}_{key}"] = mean_std([r["bleu"][split].get(key) for r in rs
                                                       if split in r["bleu"]])
@@ -61,7 +64,7 @@ def aggregate(runs: List[dict]) -> Dict[str, Dict[str, dict]]:
             ks = sorted({k for r in rs for s in r["mc_sweep"].values() for k in s})
             agg["mc_sweep"] = {s: {k: mean_std([r["mc_sweep"].get(s, {}).get(k) for r in rs])
                                    for k in ks}
-                               for s in SPLITS if any(s in r["mc_sweep"] for r in rs)}
+                               for s in splits if any(s in r["mc_sweep"] for r in rs)}
             out.setdefault(pair, {})[variant] = agg
     return out
 
@@ -115,7 +118,7 @@ def compare(agg: dict, base: str, other: str, runs: Optional[List[dict]] = None)
         if m(a, "valid_ppl") and m(b, "valid_ppl"):
             parts.append(f"valid ppl {m(b, 'valid_ppl'):.2f} vs {m(a, 'valid_ppl'):.2f} "
                          f"(ratio {m(b, 'valid_ppl') / m(a, 'valid_ppl'):.3f})")
-        for split in SPLITS:
+        for split in dict.fromkeys(a["splits"] + b["splits"]):
             ka = m(a, f"{split}_bleu_tok")
             kb = m(b, f"{split}_bleu_tok")
             if ka is not None and kb is not None:

@@ -1,5 +1,58 @@
 """fairseq-acvi: latent-variable attention (ACVI, t-MEM-NN and friends) as a fairseq plugin."""
+import os
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+# The hint for a fairseq-acvi checkpoint loaded by plain fairseq without --user-dir
+# (fairseq_acvi/plugin_hint.py): a .pth file at the root of site-packages whose one line loads that
+# file on its own (not the package: no torch at interpreter start) and installs a lazy import hook.
+# Any failure is silent, so a broken or removed install never disturbs Python's start.
+HINT_PTH = "fairseq_acvi_plugin_hint.pth"
+HINT_LINE = ("import os, sys; exec('try:\\n import importlib.util as u\\n"
+             " s = u.find_spec(\"fairseq_acvi\")\\n"
+             " h = u.spec_from_file_location(\"fairseq_acvi_plugin_hint\", "
+             "os.path.join(s.submodule_search_locations[0], \"plugin_hint.py\"))\\n"
+             " m = u.module_from_spec(h)\\n h.loader.exec_module(m)\\n m.install()\\n"
+             "except Exception:\\n pass')\n")
+
+
+def write_hint_pth(folder: str) -> str:
+    path = os.path.join(folder, HINT_PTH)
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(HINT_LINE)
+    return path
+
+
+class BuildPyWithHint(build_py):
+    """build_py that also puts the hint's .pth at the root of the wheel (regular installs)."""
+
+    def run(self):
+        super().run()
+        if not getattr(self, "editable_mode", False):
+            write_hint_pth(self.build_lib)
+
+    def get_outputs(self, include_bytecode=1):
+        outputs = super().get_outputs(include_bytecode)
+        if not getattr(self, "editable_mode", False):
+            outputs.append(os.path.join(self.build_lib, HINT_PTH))
+        return outputs
+
+
+CMDCLASS = {"build_py": BuildPyWithHint}
+try:  # pip install -e . (PEP 660, setuptools >= 64): the .pth goes into the editable wheel
+    from setuptools.command.editable_wheel import editable_wheel
+
+    class EditableWheelWithHint(editable_wheel):
+        def _run_build_commands(self, dist_name, unpacked_wheel, build_lib, tmp_dir):
+            out = super()._run_build_commands(dist_name, unpacked_wheel, build_lib, tmp_dir)
+            write_hint_pth(str(unpacked_wheel))
+            return out
+
+    CMDCLASS["editable_wheel"] = EditableWheelWithHint
+except ImportError:
+    pass
 
 setup(
     name="fairseq-acvi",
@@ -8,6 +61,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
+    cmdclass=CMDCLASS,
     packages=find_packages(include=["fairseq_acvi", "fairseq_acvi.*"]),
     # the t-MEM-NN CPU kernel's source, compiled on first use (fairseq_acvi/modules/cpu_kernel.py)
     package_data={"fairseq_acvi": ["csrc/*.cpp"]},

@@ -88,3 +88,12 @@ def test_generate_from_any_folder_without_user_dir(elsewhere, trained):
     hyps = [ln for ln in res.stdout.splitlines() if ln.startswith("H-")]
     u = [ln for ln in res.stdout.splitlines() if ln.startswith("U-")]
     assert len(hyps) == len(u) == 12
+
+
+def test_plain_fairseq_without_user_dir_is_told_what_to_do(elsewhere, trained):
+    res = run_command("fairseq-generate", "bin", "--path", trained, "--gen-subset", "test",
+                      cwd=elsewhere, check=False)
+    assert res.returncode != 0
+    assert (f"{trained} was trained with the fairseq-acvi plugin, which this command has not "
+            f"loaded: add `--user-dir {PLUGIN}` or run `fairseq-acvi-generate`") in res.stderr
+    assert "weights_only` set to `False`" not in res.stderr            # torch's advice is gone

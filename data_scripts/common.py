@@ -4,43 +4,57 @@ Everything here fails loudly: a missing file, a ragged parallel corpus or a malf
 :class:`DataError` with the offending path (and line where there is one), never a silent skip.
 Files are read as UTF-8 and split on ``"\\n"`` only (``str.splitlines`` would also split on U+2028,
 U+0085, ... which occur inside sentences and would shift the alignment of a parallel corpus).
+
+The checked readers (``read_lines``, ``read_parallel``, ``require_nonempty_lines``, ...), ``DataError``,
+``run_main`` and ``fairseq_preprocess`` live in the package, ``fairseq_acvi/data/corpus_checks.py``
+(``fairseq-acvi-prepare-parallel`` uses them too); they are re-exported here under the same names.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _corpus_checks():
+    """The package module ``fairseq_acvi.data.corpus_checks`` (the checked readers and
+    ``fairseq_preprocess``), loaded from this checkout's file without importing the package: the
+    package's ``__init__`` imports fairseq and registers the plugin (about 5 s), which no data
+    script needs. It is registered under its package name, so a later ``import
+    fairseq_acvi.data.corpus_checks`` in the same process finds this same module (one DataError)."""
+    name = "fairseq_acvi.data.corpus_checks"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "fairseq_acvi" / "data" / "corpus_checks.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_checks = _corpus_checks()
+DataError = _checks.DataError
+run_main = _checks.run_main
+log = _checks.log
+read_lines = _checks.read_lines
+write_lines = _checks.write_lines
+write_provenance = _checks.write_provenance
+require_files = _checks.require_files
+read_parallel = _checks.read_parallel
+require_nonempty_lines = _checks.require_nonempty_lines
+fairseq_preprocess = _checks.fairseq_preprocess
 
 # Symbols fairseq's Dictionary adds itself (bos, pad, eos, unk); vocab files of other toolkits
 # (tensorflow/nmt, sentencepiece) list their own spelling of some of them, which must not be repeated.
 FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
 N_FAIRSEQ_SPECIALS = len(FAIRSEQ_SPECIALS)
-
-
-class DataError(RuntimeError):
-    """Bad or missing input data; the message names the file (and line)."""
-
-
-def run_main(main) -> None:
-    """Run a script's ``main()`` and exit with its code; a :class:`DataError` becomes a one-line
-    ``error: …`` on stderr and exit code 2 (no traceback for bad input)."""
-    try:
-        sys.exit(main())
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-
-
-def log(msg: str) -> None:
-    print(f"[data] {msg}", file=sys.stderr, flush=True)
 
 
 def acvi_data_dir(sub: str) -> Optional[Path]:
@@ -53,67 +67,6 @@ def acvi_data_dir(sub: str) -> Optional[Path]:
     """
     root = os.environ.get("ACVI_DATA", "")
     return Path(root) / sub if root else None
-
-
-def read_lines(path: Path) -> List[str]:
-    """Lines of a UTF-8 text file without their ``\\n`` (a final newline does not add an empty line).
-
-    Raises DataError if the file is missing or not UTF-8 (with the line number) or uses CR line ends.
-    A leading UTF-8 byte-order mark is skipped (it would otherwise glue itself to the first word).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"missing file: {path}")
-    raw = path.read_bytes()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
-    if "\r" in text:
-        line = text[: text.index("\r")].count("\n") + 1
-        raise DataError(f"{path}:{line}: carriage return found; convert the file to LF line endings")
-    if text.endswith("\n"):
-        text = text[:-1]
-    return text.split("\n") if text else []
-
-
-def write_lines(path: Path, lines: Iterable[str]) -> int:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for line in lines:
-            f.write(line + "\n")
-            n += 1
-    return n
-
-
-def require_files(folder: Path, names: Sequence[str], hint: str = "") -> List[Path]:
-    """Paths ``folder/name``; DataError naming every missing one (plus ``hint``) if any is absent."""
-    paths = [Path(folder) / n for n in names]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise DataError("missing file(s): " + ", ".join(missing) + (f"\n{hint}" if hint else ""))
-    return paths
-
-
-def read_parallel(src_path: Path, tgt_path: Path):
-    """Both sides of a parallel corpus; DataError naming both files if their line counts differ
-    (and the first empty line, if either file has one)."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        hint = ""
-        for path, lines in ((src_path, src), (tgt_path, tgt)):
-            empty = next((i for i, line in enumerate(lines, 1) if not line.split()), None)
-            if empty is not None:  # the usual cause of a shift: say where it is
-                hint = f"; {path}:{empty} is an empty line"
-                break
-        raise DataError(f"parallel files differ in length: {src_path} has {len(src)} lines, "
-                        f"{tgt_path} has {len(tgt)} lines{hint}")
-    return src, tgt
 
 
 def vocab_to_fairseq_dict(vocab_path: Path, out_path: Path, drop=("<unk>", "<s>", "</s>")) -> int:
@@ -141,57 +94,6 @@ def vocab_to_fairseq_dict(vocab_path: Path, out_path: Path, drop=("<unk>", "<s>"
     n = len(words)
     write_lines(out_path, (f"{w} {n - r}" for r, w in enumerate(words)))
     return n
-
-
-def require_nonempty_lines(path: Path, lines: Sequence[str]) -> None:
-    """DataError ``path:line`` for the first empty (or whitespace-only) line: fairseq would binarise it
-    as an empty sentence (just ``</s>``), which its encoders reject as a source."""
-    for i, line in enumerate(lines, start=1):
-        if not line.split():
-            raise DataError(f"{path}:{i}: empty line" + (" (whitespace only)" if line else ""))
-
-
-def fairseq_preprocess(src: str, tgt: str, trainpref: Path, validpref: Path,
-                       testpref: Union[Path, Sequence[Path]], destdir: Path,
-                       srcdict: Optional[Path] = None, tgtdict: Optional[Path] = None,
-                       joined: bool = False, workers: int = 1, threshold: int = 0,
-                       padding_factor: Optional[int] = None) -> List[str]:
-    """Binarise with ``fairseq-preprocess`` (run as ``python -m fairseq_cli.preprocess``).
-
-    With ``srcdict`` (and ``tgtdict`` or ``joined``) the dictionaries are fixed; without them
-    fairseq builds them from the training data, dropping words seen fewer than ``threshold`` times
-    (``--thresholdsrc/--thresholdtgt``) and padding their size to a multiple of ``padding_factor``
-    (fairseq's default 8 when None). ``testpref`` may be a list of prefixes: fairseq names the
-    binarised test sets ``test``, ``test1``, ``test2``, ...; those subset names are returned in order.
-    """
-    tests = [testpref] if isinstance(testpref, (str, os.PathLike)) else list(testpref)
-    if not tests:
-        raise ValueError("fairseq_preprocess needs at least one test prefix")
-    for pref in [validpref, *tests]:
-        if "," in str(pref):  # fairseq splits --validpref/--testpref on commas
-            raise DataError(f"fairseq-preprocess cannot take a path containing a comma: {pref}")
-    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt,
-           "--trainpref", str(trainpref), "--validpref", str(validpref),
-           "--testpref", ",".join(str(t) for t in tests),
-           "--destdir", str(destdir), "--workers", str(workers)]
-    if srcdict is not None:
-        cmd += ["--srcdict", str(srcdict)]
-    if joined:
-        cmd.append("--joined-dictionary")
-    elif tgtdict is not None:
-        cmd += ["--tgtdict", str(tgtdict)]
-    if threshold:
-        cmd += ["--thresholdsrc", str(threshold), "--thresholdtgt", str(threshold)]
-    if padding_factor is not None:
-        cmd += ["--padding-factor", str(padding_factor)]
-    log("running " + " ".join(cmd[1:]))
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    for line in res.stdout.splitlines() + res.stderr.splitlines():
-        if "replaced by <unk>" in line or "[" in line and "sents" in line:
-            log(line.split("|")[-1].strip())
-    return ["test" if k == 0 else f"test{k}" for k in range(len(tests))]
 
 
 def download(url: str, dest: Path) -> Path:
@@ -226,7 +128,3 @@ def extract(archive: Path, into: Path) -> None:
     else:
         with tarfile.open(archive) as t:
             t.extractall(into, filter="data")
-
-
-def write_provenance(destdir: Path, lines: Sequence[str]) -> None:
-    write_lines(Path(destdir) / "PROVENANCE.txt", lines)

@@ -96,6 +96,6 @@ setup(
             for name in ("babi_report", "calibration", "eval_captioning", "eval_summarization",
                          "generate", "guess_number", "lead_baseline", "mt_report", "summ_report",
                          "attention_pictures", "prepare_parallel", "train", "validate",
-                         "interactive", "hydra_train")],
+                         "interactive", "hydra_train", "options_reference")],
     },
 )

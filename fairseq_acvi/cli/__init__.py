@@ -17,7 +17,8 @@ COMMANDS = {"babi_report": "main", "calibration": "main", "eval_captioning": "ma
             "lead_baseline": "main", "mt_report": "main", "summ_report": "main",
             "attention_pictures": "main", "prepare_parallel": "main",
             # fairseq's own commands with the plugin loaded (--user-dir added when absent)
-            "train": "main", "validate": "main", "interactive": "main", "hydra_train": "main"}
+            "train": "main", "validate": "main", "interactive": "main", "hydra_train": "main",
+            "options_reference": "main"}
 
 
 def plugin_dir() -> str:

@@ -6,6 +6,7 @@ its per-update reseeding cheap on CPU) and registers every model, criterion, tas
 of the plugin.
 """
 from fairseq_acvi import compat  # noqa: F401  (must run before any checkpoint is loaded)
+from fairseq_acvi import quiet, sacrebleu_fix, tensorboard_check  # noqa: F401  (fairseq's noise, --sacrebleu, tensorboard)
 from fairseq_acvi import modules  # noqa: F401
 from fairseq_acvi.modules import context  # noqa: F401
 from fairseq_acvi import criterions, models, optim, tasks  # noqa: F401

@@ -29,6 +29,11 @@ REPO_ROOT="$(cd "$(dirname "$0")" && pwd -P)/.."
 USER_DIR="${USER_DIR:-$REPO_ROOT/fairseq_acvi}"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 mt_process_defaults
+check_int_list SEEDS
+check_positive_int MAX_EPOCH MAX_TOKENS BEAM GEN_BATCH
+check_int PATIENCE
+check_nonneg_number LR CLIP_NORM
+check_choice TRAIN 0 1
 
 [[ -n "$DATA_BIN" ]] || { echo "[recipe] error: set DATA_BIN to a folder written by fairseq-acvi-prepare-parallel" >&2; exit 2; }
 [[ -f "$DATA_BIN/corpus.json" && -f "$DATA_BIN/splits.json" ]] || {
@@ -51,6 +56,9 @@ read -r -a all_splits <<< "$ALL_SPLITS"
 for split in "${SPLITS[@]}"; do mt_require_choice EVAL_SPLITS "$split" "${all_splits[@]}"; done
 [[ "$REMOVE_BPE" == "-" ]] || GEN_ARGS="$GEN_ARGS --remove-bpe $REMOVE_BPE"
 PAIR="${SRC}_${TGT}"
+EVAL_SPLITS="${SPLITS[*]}"
+recipe_settings DATA_BIN SRC TGT CONTEXT SEEDS TAG ARCH MAX_EPOCH PATIENCE LR CLIP_NORM MAX_TOKENS TRAIN_ARGS \
+  BEAM GEN_BATCH GEN_ARGS EVAL_SPLITS MOSES_DETOK TRAIN RUNS THREADS DEVICE PYTHON USER_DIR
 model_args=(--arch "$ARCH" --context-inference "$CONTEXT" --criterion elbo --best-checkpoint-metric nll_loss)
 read -r -a train_args <<< "$TRAIN_ARGS"
 splits_json="$(printf '%s\n' "${SPLITS[@]}" | "$PYTHON" -c 'import json,sys; print(json.dumps(sys.stdin.read().split()))')"

@@ -7,11 +7,13 @@ was started, from an empty folder, so any work would leave a trace. ``DRY_RUN=1`
 ``[recipe] settings:`` line and stops; the values in it are the resolved ones (defaults, values
 derived from other variables, the variables given).
 """
+import json
 import os
 import re
 import shlex
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,9 @@ from test_recipe_docs import variables
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p.name for p in (REPO / "recipes").glob("*.sh") if not p.name.startswith("lib_"))
+
+#: stands for a data-bin of fairseq-acvi-prepare-parallel (corpus.json, splits.json) made in the test's folder
+CORPUS = "<corpus>"
 
 #: per recipe, bad settings: (variables given, the variable the error must name). Each recipe has a
 #: bad whole number, a bad number and (where it takes one) a bad list.
@@ -44,6 +49,9 @@ BAD = {
     "summarization_cnndm.sh": [({"SCALE": "half"}, "SCALE"), ({"SEED": "one"}, "SEED"),
                                ({"SHARDS": "0"}, "SHARDS"), ({"DECODE_PHASE": "9"}, "DECODE_PHASE")],
     "summarization_cnndm_compare.sh": [({"RUNS": "a=x", "OUT": "o", "BEFORE_PHASE": "two"}, "BEFORE_PHASE")],
+    "mt_parallel.sh": [({"DATA_BIN": CORPUS, "SEEDS": "one"}, "SEEDS"),
+                       ({"DATA_BIN": CORPUS, "MAX_EPOCH": "ten"}, "MAX_EPOCH"),
+                       ({"DATA_BIN": CORPUS, "LR": "1e-3e"}, "LR"), ({"DATA_BIN": CORPUS, "TRAIN": "yes"}, "TRAIN")],
 }
 
 #: per recipe, variables given to a dry run and values its settings line must show (given values,
@@ -75,23 +83,38 @@ RESOLVED = {
                                           "6400:400:100:1"}),
     "summarization_cnndm_compare.sh": ({"RUNS": "a=x b=y", "OUT": "o"},
                                        {"RUNS": "a=x b=y", "SCHEDULE": "cpu", "REPORT_METEOR": "none"}),
+    "mt_parallel.sh": ({"DATA_BIN": CORPUS, "SEEDS": "4 5"},
+                       {"SRC": "en", "TGT": "xx", "SEEDS": "4 5", "EVAL_SPLITS": "valid test", "RUNS": "runs/corpus",
+                        "GEN_ARGS": "--max-len-a 2 --max-len-b 10 --remove-bpe sentencepiece", "MAX_EPOCH": "50"}),
 }
 
 
 def _fake_python(folder: Path) -> Path:
-    """A ``python`` that writes a marker and fails: a recipe that starts any tool leaves the marker."""
+    """A ``python`` that writes a marker and fails when asked to run a tool (``-m MODULE``) or a
+    script (``FILE.py``): a recipe that starts any leaves the marker. Inline code (``-c``, ``-``:
+    a recipe reading its data folder's records) runs in the real interpreter."""
     bin_dir = folder / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "python"
-    fake.write_text(f'#!/bin/sh\necho "$@" >> "{folder}/STARTED"\nexit 97\n')
+    fake.write_text(f'#!/bin/sh\ncase "$1" in -m|*.py) echo "$@" >> "{folder}/STARTED"; exit 97 ;; esac\n'
+                    f'exec "{sys.executable}" "$@"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     for name in ("python3", "fairseq-train", "fairseq-generate"):
         (bin_dir / name).symlink_to(fake)
     return fake
 
 
+def _corpus(folder: Path) -> str:
+    """A data-bin as fairseq-acvi-prepare-parallel describes it (en -> xx, sentencepiece)."""
+    folder.mkdir()
+    (folder / "corpus.json").write_text(json.dumps({"src": "en", "tgt": "xx", "remove_bpe": "sentencepiece"}))
+    (folder / "splits.json").write_text(json.dumps({"train": "train", "valid": "valid", "test": "test"}))
+    return str(folder)
+
+
 def _run(recipe: str, env_extra: dict, tmp_path: Path):
     fake = _fake_python(tmp_path)
+    env_extra = {k: (_corpus(tmp_path / "corpus") if v == CORPUS else v) for k, v in env_extra.items()}
     work = tmp_path / "cwd"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in {"DRY_RUN", "ACVI_DATA"}}

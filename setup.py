@@ -64,7 +64,8 @@ setup(
     cmdclass=CMDCLASS,
     packages=find_packages(include=["fairseq_acvi", "fairseq_acvi.*"]),
     # the t-MEM-NN CPU kernel's source, compiled on first use (fairseq_acvi/modules/cpu_kernel.py)
-    package_data={"fairseq_acvi": ["csrc/*.cpp"]},
+    # and the presets' hydra configs (fairseq-acvi-hydra-train --config-name multi30k_acvi ...)
+    package_data={"fairseq_acvi": ["csrc/*.cpp", "config/*.yaml"]},
     install_requires=[
         # Keep torch loose: install torch first (README), this range must admit it.
         "torch>=2.0",

@@ -2,10 +2,14 @@
 
 Importing the package makes fairseq checkpoints loadable under torch's weights-only loading
 (:mod:`fairseq_acvi.compat`, which also keeps fairseq from dropping remainder batches and makes
-its per-update reseeding cheap on CPU) and registers every model, criterion, task and optimizer
+its per-update reseeding cheap on CPU), gives every checkpoint a checksum that loading verifies
+(:mod:`fairseq_acvi.checkpoint_integrity`), lets ``fairseq-interactive`` answer an empty line
+(:mod:`fairseq_acvi.interactive_input`) and registers every model, criterion, task and optimizer
 of the plugin.
 """
 from fairseq_acvi import compat  # noqa: F401  (must run before any checkpoint is loaded)
+from fairseq_acvi import checkpoint_integrity  # noqa: F401  (checksums; unreadable files, unknown overrides)
+from fairseq_acvi import interactive_input  # noqa: F401  (fairseq-interactive answers an empty line)
 from fairseq_acvi import quiet, sacrebleu_fix, tensorboard_check  # noqa: F401  (fairseq's noise, --sacrebleu, tensorboard)
 from fairseq_acvi import modules  # noqa: F401
 from fairseq_acvi.modules import context  # noqa: F401

@@ -33,7 +33,7 @@ from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from fairseq_acvi.modules.context import ContextInference
+from fairseq_acvi.modules.context import ContextInference, check_sample_count
 
 
 @dataclass
@@ -47,14 +47,6 @@ class ELBOConfig(FairseqDataclass):
     valid_mc_samples: Optional[int] = field(
         default=None, metadata={"help": "K, the context samples averaged when validation is scored "
                                         "(default: the model's --mc-samples; 0 = the mean context)"})
-
-
-def check_sample_count(name: str, value) -> int:
-    """A number of Monte-Carlo samples given on the command line or in --model-overrides: a whole
-    number ≥ 0 (not a string, a float or a bool), else a ValueError naming the option."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a whole number ≥ 0, got {value!r}")
-    return value
 
 
 @contextlib.contextmanager

@@ -41,7 +41,8 @@ from fairseq.models.transformer.transformer_legacy import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
-from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
+from fairseq_acvi.modules.context import (add_context_args, check_options_apply,
+                                          check_sample_count, fill_context_defaults,
                                           keep_predating_values)
 from fairseq_acvi.modules.sample_combination import RunningCombination
 from fairseq_acvi.modules.transformer_context import (
@@ -191,8 +192,7 @@ class ACVITransformerModel(TransformerModel):
             raise ValueError("acvi_transformer does not support --cross-self-attention")
         if getattr(args, "context_ablation", None) not in (None, "none"):
             raise ValueError("acvi_transformer does not support --context-ablation (LSTM models only)")
-        if args.mc_samples < 0:
-            raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
+        check_sample_count("--mc-samples", args.mc_samples)
         cls._ctx_args = args
         try:
             return super().build_model(args, task)
@@ -213,6 +213,7 @@ def context_defaults(args, **defaults):
     a checkpoint older than an option keep the value it was trained with, as for the LSTM
     models (:func:`keep_predating_values`)."""
     keep_predating_values(args)
+    check_options_apply(args)
     for key, value in dict(dict(acvi_latent_layers="all", acvi_value_norm="none"), **defaults).items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)

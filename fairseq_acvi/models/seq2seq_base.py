@@ -27,7 +27,8 @@ from typing import Dict
 from fairseq.models import FairseqEncoderDecoderModel
 from fairseq.models.lstm import Embedding
 
-from fairseq_acvi.modules.context import (add_context_args, fill_context_defaults,
+from fairseq_acvi.modules.context import (add_context_args, check_options_apply,
+                                          check_sample_count, fill_context_defaults,
                                           keep_predating_values)
 from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
@@ -76,10 +77,14 @@ def add_seq2seq_args(parser):
 def seq2seq_defaults(args, **overrides):
     """Fill the unset options of ``args``: ``overrides`` (a model's base architecture) first,
     then :data:`SEQ2SEQ_DEFAULTS` and the context-inference variants' defaults; the per-side dropouts from ``--dropout``, the attentional
-    hidden size from the decoder's. Checks ``--context-ablation`` and ``--mc-samples``. Options
+    hidden size from the decoder's. Checks ``--context-ablation``, ``--mc-samples`` and that no
+    option of another context inference is given (:func:`check_options_apply`). Options
     loaded from a checkpoint older than an option keep the value it was trained with
     (:func:`keep_predating_values`)."""
     keep_predating_values(args)
+    if getattr(args, "context_inference", None) is None and "context_inference" in overrides:
+        args.context_inference = overrides["context_inference"]
+    check_options_apply(args)
     for key, value in dict(SEQ2SEQ_DEFAULTS, **overrides).items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
@@ -93,8 +98,7 @@ def seq2seq_defaults(args, **overrides):
     if args.context_ablation not in ABLATIONS:
         raise ValueError(f"--context-ablation: unknown value {args.context_ablation!r}; choose "
                          f"from {', '.join(ABLATIONS)}")
-    if args.mc_samples < 0:
-        raise ValueError(f"--mc-samples must be ≥ 0, got {args.mc_samples}")
+    check_sample_count("--mc-samples", args.mc_samples)
 
 
 def check_dictionary_sizes(model, state_dict):

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fairseq_acvi.modules.context.base import (ContextInference, StepOutput, check_mc_combine,
-                                               check_mc_sampling,
+                                               check_mc_sampling, check_sample_count,
                                                register_context)
 from fairseq_acvi.modules.scorers import masked_softmax
 
@@ -84,6 +84,8 @@ class ACVIContext(ContextInference):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
         d = value_dim
         depth = self.option(args, "acvi_logvar_layers")
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise ValueError(f"--acvi-logvar-layers must be a whole number ≥ 0, got {depth!r}")
         self.mean_net = mlp(d, d, d, 1) if self.option(args, "acvi_mean") == "mlp" else None
         #: ``--acvi-value-norm layernorm``: the annotations are normalised (no parameters) before μ and σ²
         self.value_norm = self.option(args, "acvi_value_norm")
@@ -106,10 +108,16 @@ class ACVIContext(ContextInference):
         if self.train_samples not in (0, 1):
             raise ValueError(f"--acvi-train-samples must be 0 or 1, got {self.train_samples}")
         self.gumbel_tau = self.option(args, "acvi_gumbel_temperature")
+        if not self.gumbel_tau > 0:
+            raise ValueError(f"--acvi-gumbel-temperature must be > 0, got {self.gumbel_tau}")
         self.beta = self.option(args, "acvi_beta")
+        if not 0 <= self.beta < float("inf"):
+            raise ValueError(f"--acvi-beta must be ≥ 0 (the KL's weight; a negative one rewards "
+                             f"moving away from the prior), got {self.beta}")
         self.free_bits = self.option(args, "acvi_free_bits")
         if self.free_bits < 0:
             raise ValueError(f"--acvi-free-bits must be ≥ 0, got {self.free_bits}")
+        self.derive_defaults(args)
         self.warmup = self.option(args, "acvi_kl_warmup_updates")
         self.cycle = self.option(args, "acvi_kl_cycle_updates")
         self.delay = self.option(args, "acvi_kl_delay_updates")
@@ -118,11 +126,19 @@ class ACVIContext(ContextInference):
         if self.warmup < 0 or self.cycle < 0 or (self.warmup > 0 and self.cycle > 0):
             raise ValueError("--acvi-kl-warmup-updates and --acvi-kl-cycle-updates must be ≥ 0 and "
                              f"at most one of them set, got {self.warmup} and {self.cycle}")
-        self.mc_samples = self.option(args, "mc_samples")
+        self.mc_samples = check_sample_count("--mc-samples", self.option(args, "mc_samples"))
         #: how the K evaluation samples are combined (``--mc-combine``; training: one sample)
         self.mc_combine = check_mc_combine(self.option(args, "mc_combine"))
         #: ``--mc-sampling antithetic``: the K evaluation samples in ± pairs (training: one sample)
         self.antithetic = check_mc_sampling(self.option(args, "mc_sampling")) == "antithetic"
+
+    @staticmethod
+    def derive_defaults(args):
+        """Cyclical annealing takes the place of the warm-up: with ``--acvi-kl-cycle-updates``
+        set and no ``--acvi-kl-warmup-updates``, the warm-up is 0, not its default."""
+        if (getattr(args, "acvi_kl_cycle_updates", None) or 0) > 0 \
+                and getattr(args, "acvi_kl_warmup_updates", None) is None:
+            args.acvi_kl_warmup_updates = 0
 
     def reset_method_parameters(self):
         """The log σ² output bias starts at ``--acvi-logvar-init`` (kept by the model's uniform
@@ -164,7 +180,8 @@ class ACVIContext(ContextInference):
         parser.add_argument("--acvi-kl-cycle-updates", type=int, metavar="N",
                             help="cyclical KL annealing (Fu et al. 2019): in every cycle of N "
                                  "updates the weight rises linearly from 0 to β over the first "
-                                 "half, then stays at β (0 = off)")
+                                 "half, then stays at β (0 = off, the default; it replaces the "
+                                 "warm-up)")
         parser.add_argument("--acvi-kl-delay-updates", type=int, metavar="N",
                             help="KL weight 0 for the first N updates; the warm-up or cycles "
                                  "start after them (default 234; 0 = off). With Adam the KL's small but "

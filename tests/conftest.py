@@ -1,11 +1,16 @@
 """Shared test helpers: the real-data root ($ACVI_DATA) and a runner for the real fairseq CLIs."""
+import atexit
+import io
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+
+import forkserver
 
 REPO = Path(__file__).resolve().parents[1]
 # The root of the real-data layout (babi/, multi30k/, cnn_dm_sample/, cnn_dm_see_chunks/, msvd/, ...), named
@@ -22,6 +27,40 @@ SHARED_DATA_MISSING = (
 USER_DIR = str(REPO / "fairseq_acvi")
 
 torch.set_num_threads(1)
+# the fork servers (tests/forkserver.py) this process starts, and those its recipes' shims start,
+# belong to it: they exit when it has gone
+os.environ.setdefault(forkserver.OWNER, str(os.getpid()))
+if os.environ[forkserver.OWNER] == str(os.getpid()):
+    atexit.register(forkserver.cleanup, os.environ[forkserver.OWNER])
+
+
+@pytest.fixture(scope="session")
+def fast_python(tmp_path_factory):
+    """An executable to pass to a recipe as ``PYTHON``: ``$PYTHON -m fairseq_cli.<cli>`` runs through
+    the fork server (tests/forkserver.py), anything else is the real interpreter unchanged."""
+    return forkserver.write_python_shim(str(tmp_path_factory.mktemp("fast_python") / "python"))
+
+
+def _run_forked(cmd, env, timeout):
+    """``subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)``
+    for ``cmd = [python, "-m", <fairseq CLI>, *args]``, through the fork server."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        stdin = 0
+        try:
+            os.fstat(0)
+        except OSError:
+            stdin = os.open(os.devnull, os.O_RDONLY)
+        try:
+            rc = forkserver.run(cmd[2], cmd[3:], env, str(REPO), (stdin, out.fileno(), err.fileno()),
+                                timeout=timeout)
+        finally:
+            if stdin:
+                os.close(stdin)
+        text = []
+        for f in (out, err):
+            f.seek(0)
+            text.append(io.TextIOWrapper(io.BytesIO(f.read())).read())  # as subprocess's text=True
+    return subprocess.CompletedProcess(cmd, rc, text[0], text[1])
 
 
 @pytest.fixture
@@ -37,12 +76,18 @@ def run_cli(module: str, *args, check: bool = True, env_extra=None, timeout: int
     """Run ``python -m <module> <args>`` (e.g. ``fairseq_cli.train``) and return the result.
 
     Output is captured; on failure (with ``check``) the test fails showing stdout and stderr.
+    fairseq's own CLIs (``forkserver.CLIS``) run in a process forked from one that has imported
+    torch and fairseq already (``tests/forkserver.py``: the same process a fresh interpreter would
+    be, without the ~4 s of imports); every other module runs in a fresh interpreter.
     """
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     if env_extra:
         env.update(env_extra)
     cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+    if module in forkserver.CLIS and forkserver.enabled():
+        res = _run_forked(cmd, env, timeout)
+    else:
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
     if check and res.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {res.returncode}\n--- stdout\n{res.stdout[-6000:]}"
                     f"\n--- stderr\n{res.stderr[-6000:]}")

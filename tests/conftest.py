@@ -34,11 +34,11 @@ if os.environ[forkserver.OWNER] == str(os.getpid()):
     atexit.register(forkserver.cleanup, os.environ[forkserver.OWNER])
 
 
-@pytest.fixture(scope="session")
-def fast_python(tmp_path_factory):
-    """An executable to pass to a recipe as ``PYTHON``: ``$PYTHON -m fairseq_cli.<cli>`` runs through
-    the fork server (tests/forkserver.py), anything else is the real interpreter unchanged."""
-    return forkserver.write_python_shim(str(tmp_path_factory.mktemp("fast_python") / "python"))
+def fast_python() -> str:
+    """What to pass to a recipe as ``PYTHON``: an executable through which ``$PYTHON -m
+    fairseq_cli.<cli>`` runs in the fork server (tests/forkserver.py), anything else in the real
+    interpreter unchanged; ``sys.executable`` itself with ``ACVI_TEST_FORKSERVER=0``."""
+    return forkserver.python_shim() if forkserver.enabled() else sys.executable
 
 
 def _run_forked(cmd, env, timeout):

@@ -153,6 +153,17 @@ os.execv({python!r}, [{python!r}] + argv)
 """
 
 
+def python_shim() -> str:
+    """The shim of :func:`write_python_shim` for this process (written once into its folder)."""
+    owner = os.environ.get(OWNER) or str(os.getpid())
+    path = os.path.join(_dir(owner), "python")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        write_python_shim(tmp)
+        os.replace(tmp, path)
+    return path
+
+
 def write_python_shim(path: str) -> str:
     """Write at ``path`` an executable to use as a recipe's ``PYTHON``: ``-m fairseq_cli.<cli>``
     runs through the fork server (when ``ACVI_FORKSERVER_OWNER`` is set), anything else is the

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, fast_python
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "data_scripts"
@@ -201,7 +201,7 @@ def test_recipe_smoke_on_see_chunks(tmp_path):
     """See's chunks -> data -> the phased recipe (an explicit two-phase schedule, coverage last) ->
     beam search on test, OOV restoration and ROUGE, through the recipe's own commands."""
     dest = tmp_path / "bin"
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable, DEST=str(dest), MAX_RECORDS="24",
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=fast_python(), DEST=str(dest), MAX_RECORDS="24",
                SEE_DIR=str(SEE), MAX_SOURCE_POSITIONS="60", MAX_TARGET_POSITIONS="30", VOCAB_SIZE="2000")
     r = subprocess.run(["bash", str(SCRIPTS / "prepare_cnndm_see.sh")], capture_output=True, text=True,
                        env=env, cwd=str(REPO), timeout=600)
@@ -305,7 +305,7 @@ def test_recipe_rejects_a_malformed_schedule(tmp_path):
     data = tmp_path / "d"
     data.mkdir()
     (data / "dict.src.txt").write_text("a 1\n")
-    env = dict(os.environ, PYTHON=sys.executable, DATA=str(data), SCHEDULE="10:50:50", SAVE=str(tmp_path / "s"))
+    env = dict(os.environ, PYTHON=fast_python(), DATA=str(data), SCHEDULE="10:50:50", SAVE=str(tmp_path / "s"))
     r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True, text=True,
                        env=env, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "SCHEDULE phase '10:50:50' is not END:SOURCE_WORDS:TARGET_TOKENS:COVERAGE" in r.stderr

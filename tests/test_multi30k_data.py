@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, fast_python
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "data_scripts"
@@ -317,7 +317,7 @@ def test_real_multi30k_en_de(tmp_path):
 
 # --------------------------------------------------------------------------------------------- the recipe
 def _recipe(data_bin, runs, **env):
-    full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable, DATA_BIN=str(data_bin),
+    full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=fast_python(), DATA_BIN=str(data_bin),
                 RUNS=str(runs), BEAM="2", GEN_BATCH="16", **{k: str(v) for k, v in env.items()})
     return subprocess.run(["bash", str(REPO / "recipes" / "mt_multi30k.sh"), "--max-update", "2",
                            "--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim",

@@ -3,13 +3,12 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, fast_python
 from fairseq_acvi.data import oov_markers as om
 
 
@@ -272,7 +271,7 @@ def test_prepare_sh_binarises_with_markers(tmp_path):
     from fairseq.data import Dictionary, data_utils
     tr_s, tr_t, te_s, te_t = _tiny_corpus(tmp_path)
     env = dict(os.environ, OUT_DIR=str(tmp_path / "txt"), BIN_DIR=str(tmp_path / "bin"),
-               VOCAB_SIZE="6", MAX_SOURCE_POSITIONS="7", PYTHON=sys.executable,
+               VOCAB_SIZE="6", MAX_SOURCE_POSITIONS="7", PYTHON=fast_python(),
                OMP_NUM_THREADS="1")
     res = subprocess.run(["bash", "data_scripts/prepare_cnndm.sh", "--train-source", tr_s,
                           "--train-target", tr_t, "--test-source", te_s, "--test-target", te_t],

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import fast_python
 from test_multi30k_data import (M30K, N_OTHER, N_TRAIN, SCRIPTS, _dataset, _dicts, _lines, _tok,  # noqa: F401
                                 _write, bad_dir, fake_dir)
 
@@ -251,7 +252,7 @@ def test_pag_presets_build_with_their_sizes():
 # -------------------------------------------------------------------------------------------- recipe
 def _pag_recipe(data_bin, runs, *extra, **env):
     """recipes/mt_pag.sh as test_multi30k_data._recipe runs recipes/mt_multi30k.sh (tiny model, 2 updates)."""
-    full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable, DATA_BIN=str(data_bin), RUNS=str(runs),
+    full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=fast_python(), DATA_BIN=str(data_bin), RUNS=str(runs),
                 BEAM="2", GEN_BATCH="16", GEN_ARGS="--max-len-a 0 --max-len-b 40",
                 **{k: str(v) for k, v in env.items()})
     return subprocess.run(["bash", str(REPO / "recipes" / "mt_pag.sh"), "--max-update", "2", *TINY, *extra],

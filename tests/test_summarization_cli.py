@@ -7,12 +7,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import REPO, SHARED_DATA, USER_DIR, run_cli
+from conftest import REPO, SHARED_DATA, USER_DIR, fast_python, run_cli
 
 TINY = ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",
         "--decoder-hidden-size", "16", "--attention-dim", "16", "--decoder-out-embed-dim", "16"]
@@ -36,7 +35,7 @@ def cnndm_bin(tmp_path_factory):
                  raw / f"{split}.target"]
     out = raw / "bin"
     env = dict(os.environ, OUT_DIR=str(raw / "text"), BIN_DIR=str(out), VOCAB_SIZE="300",
-               MAX_SOURCE_POSITIONS="60", MAX_TARGET_POSITIONS="20", PYTHON=sys.executable,
+               MAX_SOURCE_POSITIONS="60", MAX_TARGET_POSITIONS="20", PYTHON=fast_python(),
                OMP_NUM_THREADS="1")
     res = subprocess.run(["bash", "data_scripts/prepare_cnndm.sh", *map(str, args)], cwd=REPO,
                          env=env, capture_output=True, text=True, timeout=600)

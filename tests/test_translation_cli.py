@@ -141,10 +141,10 @@ def test_mc_samples_override_and_weights_only_loading(data_bin, tmp_path):
     models, _ = checkpoint_utils.load_model_ensemble([ckpt], arg_overrides={
         "data": str(data_bin), "mc_combine": "geometric"})
     assert models[0].decoder.context.mc_combine == "geometric"
-    assert not models[0].decoder.context.antithetic                 # --mc-sampling iid, the default
+    assert models[0].decoder.context.antithetic                 # --mc-sampling antithetic, the default
     models, _ = checkpoint_utils.load_model_ensemble([ckpt], arg_overrides={
-        "data": str(data_bin), "mc_sampling": "antithetic"})
-    assert models[0].decoder.context.antithetic
+        "data": str(data_bin), "mc_sampling": "iid"})
+    assert not models[0].decoder.context.antithetic
     # a pickle that would run code is still refused
     evil = tmp_path / "evil.pt"
     torch.save({"x": os.system}, evil)  # a global that is not allow-listed
@@ -176,6 +176,7 @@ def test_preset_normalises_annotations_and_older_checkpoints_load_as_trained(dat
     delattr(saved, "acvi_value_norm")                     # as written before 2026-11-26
     delattr(saved, "mc_sampling")                         # as written before 2026-11-27
     old = tmp_path / "older.pt"
+    del state["acvi_sha256"]                              # nor had checkpoints a checksum then
     torch.save(state, old)
     models, _ = checkpoint_utils.load_model_ensemble([str(old)], **load)
     assert models[0].decoder.context.value_norm == "none"

@@ -43,7 +43,7 @@ def build(variant, feature_dim=D, **overrides):
     d = _dictionary()
     opts = dict(arch="acvi_video_captioner", context_inference=variant, encoder_hidden_size=7,
                 decoder_hidden_size=9, decoder_embed_dim=8, attention_dim=5, dropout=0.0,
-                mc_samples=0, ved_latent_dim=4)
+                mc_samples=0, ved_latent_dim=4 if variant == "ved" else None)
     opts.update(overrides)
     args = argparse.Namespace(**opts)
     return ACVIVideoCaptioner.build_model(args, _Task(d, feature_dim)), d, args

@@ -15,7 +15,7 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-from conftest import USER_DIR, run_cli
+from conftest import USER_DIR, fast_python, run_cli
 from fairseq_acvi.models.video_captioner import ACVIVideoCaptioner, FeatureBiLSTMEncoder
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
 
@@ -504,7 +504,7 @@ def test_recipe_smoke_run_on_the_real_clips(shared_data, tmp_path):
     data, save = tmp_path / "data", tmp_path / "ckpt"
     env = dict(os.environ, OMP_NUM_THREADS="1", SMOKE="1", FEATURES="real", VIDEOS=str(clips),
                MSVD_DIR=str(shared_data / "msvd"), DATA_DIR=str(data), SAVE_DIR=str(save), MAX_UPDATE="6",
-               LOG_INTERVAL="2", BATCH_SIZE="8", METRICS="BLEU-4 ROUGE-L CIDEr", PYTHON=sys.executable)
+               LOG_INTERVAL="2", BATCH_SIZE="8", METRICS="BLEU-4 ROUGE-L CIDEr", PYTHON=fast_python())
     res = subprocess.run(["bash", "recipes/captioning_msvd.sh"], cwd=str(REPO), env=env, capture_output=True,
                          text=True, timeout=1200)
     out = res.stdout + res.stderr

@@ -18,6 +18,15 @@ mt_process_defaults() {  # the process settings of every translation recipe (env
   check_choice DEVICE cpu cuda
   export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 }
+mt_check_run_settings() {  # the per-seed training and decoding variables every per-seed translation
+  # recipe reads (exit 2 naming a bad one): SEEDS, MAX_EPOCH, MAX_TOKENS, BEAM, GEN_BATCH, PATIENCE,
+  # LR, CLIP_NORM, TRAIN
+  check_int_list SEEDS
+  check_positive_int MAX_EPOCH MAX_TOKENS BEAM GEN_BATCH
+  check_int PATIENCE
+  check_nonneg_number LR CLIP_NORM
+  check_choice TRAIN 0 1
+}
 mt_split_pair() {  # mt_split_pair PAIR: sets SRC and TGT from e.g. en_de (exit 2 if malformed)
   SRC="${1%_*}"; TGT="${1#*_}"
   if [[ "$SRC" == "$1" || -z "$SRC" || -z "$TGT" ]]; then

@@ -40,13 +40,9 @@ EVAL_SPLITS="${EVAL_SPLITS:-valid test2016 test2017}"
 DEFAULT_DECODE="${DEFAULT_DECODE:-1}"
 check_choice_list EVAL_SPLITS ' ' valid test2016 test2017
 read -r -a SPLITS <<< "$EVAL_SPLITS"
-check_int_list SEEDS
-check_positive_int MAX_EPOCH MAX_TOKENS BEAM GEN_BATCH
-check_int PATIENCE
-check_nonneg_number LR CLIP_NORM
+mt_check_run_settings
 check_optional int_list MC_SWEEP
 check_choice ABLATE 0 1
-check_choice TRAIN 0 1
 check_choice SKIP_DONE 0 1
 check_choice DEFAULT_DECODE 0 1
 recipe_settings CONTEXT PAIR SRC TGT SEEDS TAG ARCH MAX_EPOCH PATIENCE LR CLIP_NORM MAX_TOKENS BEAM \

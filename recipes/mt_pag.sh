@@ -30,11 +30,7 @@ mt_require_choice CONTEXT "$CONTEXT" soft pag rpag
 EVAL_SPLITS="${EVAL_SPLITS:-valid test2016}"
 check_choice_list EVAL_SPLITS ' ' valid test2016 test2017
 read -r -a SPLITS <<< "$EVAL_SPLITS"
-check_int_list SEEDS
-check_positive_int MAX_EPOCH MAX_TOKENS BEAM GEN_BATCH
-check_int PATIENCE
-check_nonneg_number LR CLIP_NORM
-check_choice TRAIN 0 1
+mt_check_run_settings
 recipe_settings CONTEXT PAIR SRC TGT SEEDS TAG ARCH MAX_EPOCH PATIENCE LR CLIP_NORM MAX_TOKENS BEAM \
   GEN_BATCH GEN_ARGS TRAIN EVAL_SPLITS RUNS DATA_BIN THREADS DEVICE PYTHON USER_DIR
 mt_ensure_data data_scripts/prepare_multi30k_char.sh

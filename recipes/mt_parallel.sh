@@ -29,11 +29,7 @@ REPO_ROOT="$(cd "$(dirname "$0")" && pwd -P)/.."
 USER_DIR="${USER_DIR:-$REPO_ROOT/fairseq_acvi}"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 mt_process_defaults
-check_int_list SEEDS
-check_positive_int MAX_EPOCH MAX_TOKENS BEAM GEN_BATCH
-check_int PATIENCE
-check_nonneg_number LR CLIP_NORM
-check_choice TRAIN 0 1
+mt_check_run_settings
 
 [[ -n "$DATA_BIN" ]] || { echo "[recipe] error: set DATA_BIN to a folder written by fairseq-acvi-prepare-parallel" >&2; exit 2; }
 [[ -f "$DATA_BIN/corpus.json" && -f "$DATA_BIN/splits.json" ]] || {

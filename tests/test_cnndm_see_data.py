@@ -242,7 +242,7 @@ def test_recipe_smoke_on_see_chunks(tmp_path):
     env = dict(env, DECODE_PHASE="3")
     r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh")], capture_output=True,
                        text=True, env=env, cwd=str(REPO), timeout=60)
-    assert r.returncode == 2 and "DECODE_PHASE=3: the schedule has phases 1..2" in r.stderr
+    assert r.returncode == 2 and "DECODE_PHASE must be a phase of the schedule, 1..2, got '3'" in r.stderr
 
     # a second run (another seed; a 5-update model without copying writes no words at all) and both
     # in one table through the comparison recipe

@@ -425,6 +425,27 @@ def test_pag_figures():
     doc.assert_ok()
 
 
+def test_small_corpus_defaults_figures():
+    rel = "multi30k_3k_defaults_2026-11-28"
+    mt = MT(f"{rel}/results.json")
+    pair = "en_de"
+    paired = json.loads((RESULTS / rel / "paired_acvi_vs_soft_test2016.json").read_text())["paired"]
+    acvi = mt.run(pair, "acvi", 1)
+    doc = Doc(README)
+    doc.check_prose(rf"ACVI reaches {N} valid and {N} test2016 BLEU against `soft`'s {N} and {N} "
+                    rf"\(paired difference on test2016 {N}, 95 % interval {N} to {N}\)",
+                    [f2(mt.bleu(pair, "acvi", 1, "valid")), f2(mt.bleu(pair, "acvi", 1, "test2016")),
+                     f2(mt.bleu(pair, "soft", 1, "valid")), f2(mt.bleu(pair, "soft", 1, "test2016")),
+                     f"{paired['delta']:+.2f}", f"{paired['low']:+.2f}", f"{paired['high']:+.2f}"],
+                    "3,000 pairs: ACVI and soft BLEU", mt.source)
+    doc.check_prose(rf"a posterior variance of {N} per dimension and a context it reads \(zeroing it "
+                    rf"costs {N} valid BLEU\); a delay of two of this corpus's epochs instead ends "
+                    rf"level \({N} test2016\)",
+                    [f2(acvi["end"]["ctx_var"]), f2(acvi["source_use"]["zero"]["bleu_drop"]), f2(mt.bleu(pair, "acvi-delay2ep", 1, "test2016"))],
+                    "3,000 pairs: variance, ablation, short delay", mt.source)
+    doc.assert_ok()
+
+
 # ----------------------------------------------------------------------------------- bAbI
 def _babi_best(entry, max_seed, key, task, seeds_from=1):
     """Test accuracy of the run chosen by validation among seeds [seeds_from, max_seed]

@@ -241,7 +241,7 @@ def test_pag_presets_build_with_their_sizes():
     assert (args.context_inference, args.encoder_layers, args.decoder_layers, args.dropout) == ("pag", 1, 1, 0.3)
     assert (args.encoder_hidden_size, args.decoder_hidden_size, args.attention_type) == (256, 256, "multiplicative")
     assert args.max_target_positions == 1024 and model.max_positions() == (1024, 1024)   # >= 4x the longest (258)
-    assert args.acvi_kl_delay_updates == 0 and count(model) == 4_717_130
+    assert args.acvi_kl_delay_updates == 234 and count(model) == 4_717_130   # ACVI's defaults, recorded
     # explicit options win over the preset
     args, model = _build("pag_lstm_multi30k_char", 50, 20, context_inference="rpag", pag_plan_horizon=3,
                          decoder_hidden_size=32, encoder_hidden_size=16)
@@ -313,7 +313,8 @@ def test_recipe_writes_replan_json_from_the_train_log(tmp_path):
 
 def test_recipe_rejects_bad_options(tmp_path):
     for env, msg in (({"CONTEXT": "acvi"}, "CONTEXT must be soft|pag|rpag, got 'acvi'"),
-                     ({"EVAL_SPLITS": "valid test2018"}, "EVAL_SPLITS must be valid|test2016|test2017"),
+                     ({"EVAL_SPLITS": "valid test2018"},
+                      "EVAL_SPLITS must be a ' '-separated list of valid|test2016|test2017"),
                      ({"PAIR": "ende"}, "PAIR must look like en_de")):
         res = _pag_recipe(tmp_path / "nowhere", tmp_path / "runs", **env)
         assert res.returncode == 2 and msg in res.stderr, res.stderr

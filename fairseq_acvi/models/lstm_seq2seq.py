@@ -100,8 +100,8 @@ def pag_lstm_wmt15(args):
 @register_model_architecture("acvi_lstm", "pag_lstm_multi30k_char")
 def pag_lstm_multi30k_char(args):
     """PAG on Multi30K with a BPE source and character target (``recipes/mt_pag.sh``), sized for a
-    CPU: ``acvi_lstm_multi30k``'s one-layer 256-d model with dropout 0.3. Its ACVI KL schedule is
-    not carried over (its update counts are epochs of the word-level data). Character targets are
+    CPU: ``acvi_lstm_multi30k``'s one-layer 256-d model with dropout 0.3 (with
+    ``--context-inference acvi``, ACVI's defaults). Character targets are
     about 5x longer than words (72 characters per German training sentence, the longest 257 + </s>):
     the package's 1024 target positions hold them, so they stay as they are."""
     seq2seq_defaults(args, context_inference="pag", dropout=0.3, encoder_layers=1, decoder_layers=1)

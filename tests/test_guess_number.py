@@ -13,7 +13,7 @@ import torch
 
 from fairseq_acvi.cli import guess_number as cli
 from fairseq_acvi.data import guess_number as gn
-from tests.conftest import REPO, USER_DIR, run_cli
+from tests.conftest import REPO, USER_DIR, fast_python, run_cli
 
 _spec = importlib.util.spec_from_file_location("make_guess_number",
                                                REPO / "data_scripts" / "make_guess_number.py")
@@ -393,8 +393,9 @@ def test_readme_main_job_recipe_runs_and_prints_the_table(tmp_path):
     """The README's main command runs recipes/guess_number.sh: a short version (2 epochs, 200
     training games, 20 test games) goes through every step and prints one row per player with
     the published numbers beside the settings the paper has (none for 200 games: '-')."""
+    # PYTHON: the recipe's fairseq-train runs through the tests' fork server (tests/forkserver.py)
     env = dict(os.environ, OUT=str(tmp_path / "gn"), SETTINGS="0:10:200", MAX_EPOCH="2",
-               GAMES="20", TRANSCRIPTS="0", OMP_NUM_THREADS="1")
+               GAMES="20", TRANSCRIPTS="0", OMP_NUM_THREADS="1", PYTHON=fast_python())
     res = subprocess.run(["bash", "recipes/guess_number.sh"], cwd=str(REPO), env=env,
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

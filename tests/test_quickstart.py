@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fast_python
 from toy_parallel import write_toy_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +51,10 @@ def test_the_quick_start_runs_end_to_end(tmp_path):
     (tmp_path / "recipes").symlink_to(REPO / "recipes")
     # the commands as an activated environment finds them (pip puts them beside the interpreter)
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    env = dict(os.environ, PATH=path, OMP_NUM_THREADS="1", MAX_EPOCH="2", BEAM="2", TRAIN_ARGS=TINY)
+    # PYTHON: the recipe's fairseq CLIs run through the tests' fork server (the same runs without
+    # ~4 s of imports each; tests/forkserver.py); the commands the README types run as typed
+    env = dict(os.environ, PATH=path, OMP_NUM_THREADS="1", MAX_EPOCH="2", BEAM="2", TRAIN_ARGS=TINY,
+               PYTHON=fast_python())
     for var in ("DATA_BIN", "CONTEXT", "SEEDS", "TAG", "RUNS", "EVAL_SPLITS", "TRAIN", "ARCH", "DEVICE"):
         env.pop(var, None)
     for cmd in cmds:

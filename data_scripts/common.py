@@ -24,22 +24,23 @@ from typing import Optional
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _corpus_checks():
-    """The package module ``fairseq_acvi.data.corpus_checks`` (the checked readers and
-    ``fairseq_preprocess``), loaded from this checkout's file without importing the package: the
-    package's ``__init__`` imports fairseq and registers the plugin (about 5 s), which no data
-    script needs. It is registered under its package name, so a later ``import
-    fairseq_acvi.data.corpus_checks`` in the same process finds this same module (one DataError)."""
-    name = "fairseq_acvi.data.corpus_checks"
+def package_module(name: str):
+    """The plugin's module ``name`` (e.g. ``fairseq_acvi.data.corpus_checks``), loaded from this
+    checkout's file without importing the package: the package's ``__init__`` imports fairseq and
+    registers the plugin (about 5 s), which no data script needs. It is registered under its
+    package name, so a later ``import <name>`` in the same process (or the module's own imports of
+    modules loaded this way first) finds this same module. Only modules that import nothing of the
+    package but other modules loaded this way can be loaded so."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "fairseq_acvi" / "data" / "corpus_checks.py")
+        path = REPO.joinpath(*name.split(".")).with_suffix(".py")
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
 
 
-_checks = _corpus_checks()
+_checks = package_module("fairseq_acvi.data.corpus_checks")
 DataError = _checks.DataError
 run_main = _checks.run_main
 log = _checks.log

@@ -37,7 +37,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DataError, read_lines, run_main  # noqa: E402
+from common import DataError, package_module, read_lines, run_main  # noqa: E402
+
+
+def _bleu():
+    """The plugin's ``fairseq_acvi.metrics.bleu`` (numpy only), without importing the package and
+    fairseq (``common.package_module``; its own import of ``metrics.bootstrap`` is loaded first)."""
+    package_module("fairseq_acvi.metrics.bootstrap")
+    return package_module("fairseq_acvi.metrics.bleu")
 
 
 def read_hypotheses(gen_path: Path, n_expected: int):
@@ -67,9 +74,8 @@ def chars_to_words(hyps):
 
 
 def paired_against(hyps, other_hyps, refs, name, char_target=False):
-    """Paired bootstrap of tokenised BLEU(hyps) − BLEU(other_hyps) (``--against``); imported only
-    here, as the package pulls in fairseq."""
-    from fairseq_acvi.metrics.bleu import paired_bootstrap, sentence_stats
+    """Paired bootstrap of tokenised BLEU(hyps) − BLEU(other_hyps) (``--against``)."""
+    paired_bootstrap, sentence_stats = _bleu().paired_bootstrap, _bleu().sentence_stats
     if char_target:
         other_hyps = chars_to_words(other_hyps)
     r = paired_bootstrap(sentence_stats(other_hyps, refs), sentence_stats(hyps, refs))
@@ -128,7 +134,7 @@ def main(argv=None) -> int:
     if a.chrf:
         print(f"{a.label}chrF (sacrebleu) = {s['chrf']:.2f}   [{s['n']} sentences]   signature {s['chrf_signature']}")
     if a.against:
-        from fairseq_acvi.metrics.bleu import format_interval
+        format_interval = _bleu().format_interval
         s["paired"] = paired_against(hyps, read_hypotheses(Path(a.against), len(refs)), refs,
                                      Path(a.against).name, a.char_target)
         print(f"{a.label}vs {s['paired']['against']}: tokenised BLEU {format_interval(s['paired'])}, "

@@ -91,20 +91,27 @@ def _ours(obj) -> bool:
     return getattr(obj, "__module__", "").startswith("fairseq_acvi")
 
 
+def _plugin_parsers(classes, dataclasses) -> Dict[str, argparse.ArgumentParser]:
+    """Name -> parser of every plugin entry of a fairseq registry ``classes``: its dataclass's
+    (``dataclasses``) where it has one, else what its ``add_args`` adds."""
+    out = {}
+    for name, cls in classes.items():
+        if not _ours(cls):
+            continue
+        if name in dataclasses:
+            out[name] = dataclass_parser(dataclasses[name])
+        else:
+            parser = argparse.ArgumentParser(add_help=False)
+            if hasattr(cls, "add_args"):
+                cls.add_args(parser)
+            out[name] = parser
+    return out
+
+
 def model_parsers() -> Dict[str, argparse.ArgumentParser]:
     """Model name -> the parser of its options, for every model the plugin registers."""
     from fairseq.models import MODEL_DATACLASS_REGISTRY, MODEL_REGISTRY
-    out = {}
-    for name, cls in MODEL_REGISTRY.items():
-        if not _ours(cls):
-            continue
-        if name in MODEL_DATACLASS_REGISTRY:
-            out[name] = dataclass_parser(MODEL_DATACLASS_REGISTRY[name])
-        else:
-            parser = argparse.ArgumentParser(add_help=False)
-            cls.add_args(parser)
-            out[name] = parser
-    return out
+    return _plugin_parsers(MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY)
 
 
 def architectures() -> Dict[str, List[str]]:
@@ -134,18 +141,7 @@ def registry_parsers(kind: str) -> Dict[str, argparse.ArgumentParser]:
     else:
         from fairseq.registry import REGISTRIES
         classes, dataclasses = REGISTRIES[kind]["registry"], REGISTRIES[kind]["dataclass_registry"]
-    out = {}
-    for name, cls in classes.items():
-        if not _ours(cls):
-            continue
-        if name in dataclasses:
-            out[name] = dataclass_parser(dataclasses[name])
-        else:
-            parser = argparse.ArgumentParser(add_help=False)
-            if hasattr(cls, "add_args"):
-                cls.add_args(parser)
-            out[name] = parser
-    return out
+    return _plugin_parsers(classes, dataclasses)
 
 
 def context_variants() -> Dict[str, dict]:

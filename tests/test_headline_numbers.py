@@ -164,6 +164,7 @@ class MT:
 
 
 README = REPO / "README.md"
+OVERVIEW = RESULTS / "README.md"  # the results overview: the tables the README links
 BENCH = REPO / "BENCHMARKS.md"
 VN = "multi30k_2026-11-27_value-norm-4seeds/results.json"
 ANTI = {2: "test2016_K10-antithetic", 3: "test2016_K10-antithetic", 4: "test2016"}  # the preset's rule
@@ -179,7 +180,7 @@ def single(pair, mt, variant, seed=1):
 
 # ----------------------------------------------------------------------------------- Multi30K
 def test_multi30k_en_de_table_and_its_differences():
-    doc, vn, e20 = Doc(README), MT(VN), MT("multi30k_2026-11-26_e20_3seeds/results.json")
+    doc, vn, e20 = Doc(OVERVIEW), MT(VN), MT("multi30k_2026-11-26_e20_3seeds/results.json")
     cap = "En→De:"
     doc.check_row(cap, "fairseq `lstm`", {1: "1", **single("en_de", e20, "lstm-e20")}, e20.source)
     doc.check_row(cap, "`soft`", vn.cells("en_de", "soft-e20", [1, 2, 3]), vn.source)
@@ -232,7 +233,7 @@ def test_multi30k_en_de_table_and_its_differences():
 
 
 def test_multi30k_en_fr_table_and_its_differences():
-    doc = Doc(README)
+    doc = Doc(OVERVIEW)
     fr, ctl = MT("multi30k_en_fr_2026-11-27/results.json"), MT("multi30k_en_fr_2026-11-27_control/results.json")
     cap = "En→Fr:"
     doc.check_row(cap, "fairseq `lstm`", {1: "1", **single("en_fr", fr, "lstm-e20")}, fr.source)
@@ -255,7 +256,7 @@ def test_multi30k_en_fr_table_and_its_differences():
     sweep = [f2(fr.bleu("en_fr", "acvi-vnorm-e20", 1, d))
              for d in ("valid_K0", "valid_K1", "valid_K5", "valid", "valid_K20")]
     doc.check_prose(rf"K = 0 / 1 / 5 / 10 / 20: {N} / {N} / {N} / {N} / {N}\)", sweep,
-                    "En→Fr Monte-Carlo sweep (README)", fr.source)
+                    "En→Fr Monte-Carlo sweep (overview)", fr.source)
     doc.assert_ok()
 
 
@@ -300,7 +301,7 @@ def test_multi30k_figures_in_benchmarks():
 # ----------------------------------------------------------------------------------- transformer
 def test_transformer_table_and_paired_differences():
     tx = MT("multi30k_transformer_2026-11-27/results.json")
-    doc = Doc(README)
+    doc = Doc(OVERVIEW)
     cap = "Multi30K En→De, 30 epochs (2026-11-27"
     doc.check_row(cap, "fairseq `transformer`", {1: "1", **single("en_de", tx, "transformer")}, tx.source)
     doc.check_row(cap, "`acvi_transformer`, `soft`", tx.cells("en_de", "soft-transformer", [1, 2, 3]), tx.source)
@@ -355,7 +356,7 @@ def test_cnndm_rouge_figures():
     rel = lambda k: f"{100 * cov[k]['relative_change']:.0f}".replace("-", "−")
     paired = every["paired"]["ACVI + coverage (ours, run 1):ACVI + coverage (ours, run 2)"]["rouge1"]
     real = data["test_realsumm"]["rows"]
-    doc = Doc(README)
+    doc = Doc(OVERVIEW)
     doc.check_prose(r"reaches \*\*(\S+ / \S+ / \S+) ROUGE-1/2/L on `test_every5`\*\* \(898 test articles; lead-3 (\S+ / \S+ / \S+)\)",
                     [_r(soft_cov), _r(lead)], "soft pointer-generator and lead-3", src)
     doc.check_prose(rf"cuts repeated trigrams from {N} % to {N} % \({N} %\) while raising ROUGE-1 by {N}",
@@ -410,7 +411,7 @@ def test_pag_figures():
     rpag = [pag.bleu(pair, "soft", s, "test2016") - pag.bleu(pair, "rpag", s, "test2016") for s in seeds]
     replan = [pag.run(pair, "pag", s)["replan"] for s in seeds]
     wps = lambda v: statistics.mean(pag.run(pair, v, s)["train_wps"] for s in seeds)
-    doc = Doc(README)
+    doc = Doc(OVERVIEW)
     doc.check_prose(rf"soft ({MSN} / {NN}), PAG ({MSN} / {NN}), rPAG ({MSN} / {NN})\.",
                     [bleu_chrf(v) for v in ("soft", "pag", "rpag")], "PAG, test2016 BLEU / chrF", pag.source)
     doc.check_prose(rf"seed by seed PAG is {MS} BLEU and {MS} chrF from soft on test2016 \({MS} BLEU on validation\)",
@@ -431,7 +432,7 @@ def test_small_corpus_defaults_figures():
     pair = "en_de"
     paired = json.loads((RESULTS / rel / "paired_acvi_vs_soft_test2016.json").read_text())["paired"]
     acvi = mt.run(pair, "acvi", 1)
-    doc = Doc(README)
+    doc = Doc(OVERVIEW)
     doc.check_prose(rf"ACVI reaches {N} valid and {N} test2016 BLEU against `soft`'s {N} and {N} "
                     rf"\(paired difference on test2016 {N}, 95 % interval {N} to {N}\)",
                     [f2(mt.bleu(pair, "acvi", 1, "valid")), f2(mt.bleu(pair, "acvi", 1, "test2016")),
@@ -533,8 +534,8 @@ def test_babi_random_noise_protocol_table():
 
 
 def test_a_changed_figure_fails_naming_doc_figure_and_file(tmp_path, monkeypatch):
-    """The checker itself: one digit changed in a copy of README.md fails, naming all three."""
-    text = README.read_text(encoding="utf-8")
+    """The checker itself: one digit changed in a copy of the overview fails, naming all three."""
+    text = OVERVIEW.read_text(encoding="utf-8")
     row = next(ln for ln in text.splitlines() if ln.startswith("| `acvi_transformer`, ACVI |"))
     bad = tmp_path / "README.md"
     bad.write_text(text.replace(row, row.replace("| 3.71 ± 0.01 |", "| 3.72 ± 0.01 |")), encoding="utf-8")
@@ -542,17 +543,62 @@ def test_a_changed_figure_fails_naming_doc_figure_and_file(tmp_path, monkeypatch
     with pytest.raises(AssertionError) as err:
         test_transformer_table_and_paired_differences()
     message = str(err.value)
-    assert "README.md" in message and "`acvi_transformer`, ACVI" in message
+    assert "docs/results/README.md" in message and "`acvi_transformer`, ACVI" in message
     assert "'3.72 ± 0.01'" in message and "'3.71 ± 0.01'" in message
     assert "docs/results/multi30k_transformer_2026-11-27/results.json" in message
 
 
 def _rooted_init(init, replacement):
-    """Doc.__init__ that reads ``replacement`` in place of README.md (same name in messages)."""
+    """Doc.__init__ that reads ``replacement`` in place of the overview (same name in messages)."""
     def patched(self, path):
         init(self, path)
-        if Path(path) == README:
+        if Path(path) == OVERVIEW:
             self.text = replacement.read_text(encoding="utf-8")
             self.flat = " ".join(self.text.split())
             self._tables = self._parse_tables()
     return patched
+
+
+# ----------------------------------------------------------------------------------- README's summary
+FIGURE = re.compile(r"[-+−]?\d[\d,]*\.\d+(?: ± \d+\.\d+)?")
+
+
+def readme_results_rows(text):
+    """[(row label, its figures, the pages it links)] of the README's one-line-a-system table."""
+    section = text[text.index("## Results on real data"):]
+    section = section[:section.index("\n## ", 3)]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| system")]
+    out = []
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        links = re.findall(r"\]\((docs/[^)#]+)", ln)
+        out.append((cells[0] + ", " + cells[1], FIGURE.findall(norm(cells[2])), links))
+    return out
+
+
+def check_readme_summary(text):
+    """Each figure of a README summary row is written the same way on the overview (whose figures
+    the tests above recompute) or on the page that row links; returns the mismatches."""
+    overview = norm(" ".join(OVERVIEW.read_text(encoding="utf-8").split()))
+    errors, rows = [], readme_results_rows(text)
+    assert len(rows) >= 8, f"README.md: the results summary has {len(rows)} rows"
+    for label, figures, links in rows:
+        pages = [overview] + [norm(" ".join((REPO / l).read_text(encoding="utf-8").split())) for l in links]
+        for fig in figures:
+            if not any(fig in page for page in pages):
+                errors.append(f"README.md, results summary, {label!r}: {fig!r} is on neither "
+                              f"docs/results/README.md nor {links}")
+    return errors
+
+
+def test_readme_summary_figures_come_from_checked_pages():
+    errors = check_readme_summary(README.read_text(encoding="utf-8"))
+    assert not errors, "\n".join(errors)
+    rows = readme_results_rows(README.read_text(encoding="utf-8"))
+    assert sum(len(f) for _, f, _ in rows) >= 15, "the summary lost its figures"
+
+
+def test_readme_summary_check_catches_a_changed_figure():
+    text = README.read_text(encoding="utf-8").replace("ACVI 38.55 ± 0.41", "ACVI 38.65 ± 0.41")
+    errors = check_readme_summary(text)
+    assert len(errors) == 1 and "38.65 ± 0.41" in errors[0] and "transformer" in errors[0]

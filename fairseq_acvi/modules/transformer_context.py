@@ -25,6 +25,16 @@ Which layer samples what (``--acvi-latent-layers``, set by the decoder):
   layer carries the K dim through the residual, the layer norms and the FFN, and the decoder
   averages the K predictive distributions (D 88) in float32. K = 0 returns the mean.
 
+The normaliser of every head's weights (``--attention-normalizer``, docs/method.md §3.5):
+``softmax`` (fairseq's), ``sparsemax`` or ``entmax15`` (the ``entmax`` package, float32, exact
+zeros at padding), in soft and acvi layers alike. For a soft layer with a sparse normaliser the
+scores come from fairseq's own forward (``before_softmax=True``: the same projections, masks and
+cached static keys) and the weights are applied to its values here. The constrained normalisers
+(``csoftmax``, ``csparsemax``) are refused: their bounds at step t depend on the attention of
+every earlier step, so the transformer's teacher-forced pass, which computes all T steps of a layer
+at once, would need a loop over T inside every layer and head, and Malaviya et al. define one
+cumulative attention per source word, not one per head and layer.
+
 Shapes: T target positions, B batch (× beam), N source positions, H heads, D = H · d_h.
 Everything the KL and the sample are built from (μ, σ², a, m, v) is float32 under fp16.
 """
@@ -37,11 +47,16 @@ from torch import Tensor
 
 from fairseq_acvi.modules.context import build_context
 from fairseq_acvi.modules.context.acvi import ACVIContext
+from fairseq_acvi.modules.normalizers import sparse_normalize
 
 #: the variants the transformer adapter supports (the others need a recurrent decoder state
 #: (pag), the whole target (variational), a sentence latent fed to the input (ved) or a CRF
 #: over each head (structured), not written for the transformer yet)
 TRANSFORMER_VARIANTS = ("soft", "acvi")
+
+#: the ``--attention-normalizer`` values the transformer's encoder-decoder attention supports
+#: (module docstring: why not the constrained ones)
+TRANSFORMER_NORMALIZERS = ("softmax", "sparsemax", "entmax15")
 
 #: per-token terms that are averaged over heads (and layers) rather than summed
 AVERAGED_TERMS = ("ctx_var",)
@@ -63,6 +78,12 @@ class ContextMultiheadAttention(MultiheadAttention):
         if variant not in TRANSFORMER_VARIANTS:
             raise ValueError(f"--context-inference {variant!r} is not available in the transformer "
                              f"(choose from {', '.join(TRANSFORMER_VARIANTS)})")
+        #: ``--attention-normalizer`` of every head (module docstring)
+        self.normalizer = getattr(args, "attention_normalizer", None) or "softmax"
+        if self.normalizer not in TRANSFORMER_NORMALIZERS:
+            raise ValueError(f"--attention-normalizer {self.normalizer} is not available in the "
+                             f"transformer (choose from {', '.join(TRANSFORMER_NORMALIZERS)}; the "
+                             "constrained normalisers need a step-by-step decoder: the LSTM models)")
         self.acvi: Optional[ACVIContext] = None
         if variant == "acvi" and latent:
             if getattr(args, "acvi_sampler", "gaussian") != "gaussian":
@@ -84,10 +105,14 @@ class ContextMultiheadAttention(MultiheadAttention):
         for the sampling top layer at evaluation; attention weights (B, T, N) averaged over heads,
         or (H, B, T, N) with ``need_head_weights``, float32; None unless asked for)."""
         self.latent_losses = {}
-        if self.acvi is None:
+        if self.acvi is None and self.normalizer == "softmax":
             return super().forward(query, key, value, key_padding_mask, incremental_state,
                                    need_weights, static_kv, attn_mask, before_softmax,
                                    need_head_weights)
+        if self.acvi is None:
+            return self._sparse_soft_forward(query, key, value, key_padding_mask, incremental_state,
+                                             need_weights, static_kv, attn_mask, before_softmax,
+                                             need_head_weights)
         if not static_kv or attn_mask is not None or before_softmax or self.bias_k is not None \
                 or self.add_zero_attn:
             raise ValueError("ContextMultiheadAttention (acvi) is encoder-decoder attention only")
@@ -104,7 +129,7 @@ class ContextMultiheadAttention(MultiheadAttention):
             scores = scores.view(kv_bsz, -1, H, T, scores.size(-1)).masked_fill(
                 pad.view(kv_bsz, 1, 1, 1, -1).to(torch.bool), float("-inf"))
             scores = scores.view(bsz * H, T, -1)
-        attn_float = utils.softmax(scores, dim=-1)                     # (B·H, T, N) float32
+        attn_float = self._normalize(scores)                           # (B·H, T, N) float32
         a = self.dropout_module(attn_float)
         m = self._per_kv_batch(a, mu, kv_bsz)                          # (B·H, T, d_h) float32
         v = self._per_kv_batch(a.pow(2), var, kv_bsz).clamp_min(1e-12)
@@ -134,6 +159,37 @@ class ContextMultiheadAttention(MultiheadAttention):
         return out, weights
 
     # ------------------------------------------------------------------------------------------
+    def _normalize(self, scores: Tensor) -> Tensor:
+        """scores (B·H, T, N), −inf at padding -> float32 weights under the layer's normaliser
+        (fairseq's softmax, or sparsemax / 1.5-entmax with exact zeros at padding)."""
+        if self.normalizer == "softmax":
+            return utils.softmax(scores, dim=-1)
+        return sparse_normalize(self.normalizer, scores, scores.isneginf())
+
+    def _sparse_soft_forward(self, query, key, value, key_padding_mask, incremental_state,
+                             need_weights, static_kv, attn_mask, before_softmax, need_head_weights):
+        """Soft attention with a sparse normaliser: fairseq's forward up to the masked scores
+        (its projections, masks and cached static keys and values), then the normaliser, the
+        attention dropout, the weighted values and ``out_proj`` here. Same shapes as fairseq's."""
+        if not static_kv or before_softmax:
+            raise ValueError("ContextMultiheadAttention (sparse normaliser) is encoder-decoder "
+                             "attention only")
+        T, bsz, D = query.shape
+        H = self.num_heads
+        scores, v = super().forward(query, key, value, key_padding_mask, incremental_state,
+                                    need_weights, static_kv, attn_mask, before_softmax=True,
+                                    need_head_weights=need_head_weights)  # (B·H, T, N), (B'·H, N, d_h)
+        attn_float = self._normalize(scores)
+        probs = self.dropout_module(attn_float.type_as(scores))
+        ctx = self._per_kv_batch(probs, v, v.size(0) // H)            # (B·H, T, d_h)
+        out = self.out_proj(ctx.transpose(0, 1).contiguous().view(T, bsz, D))
+        weights = None
+        if need_weights or need_head_weights:
+            weights = attn_float.view(bsz, H, T, -1).transpose(1, 0)
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return out, weights
+
     def _static_memory(self, key, key_padding_mask, bsz, incremental_state):
         """Keys, μ and σ² of the encoder output, computed once per sentence and cached in the
         incremental state like fairseq's static keys (reordered with the beam by

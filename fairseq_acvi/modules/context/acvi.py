@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from fairseq_acvi.modules.context.base import (ContextInference, StepOutput, check_mc_combine,
                                                check_mc_sampling, check_sample_count,
                                                register_context)
-from fairseq_acvi.modules.scorers import masked_softmax
 
 
 def mlp(dim_in: int, hidden: int, dim_out: int, depth: int) -> nn.Sequential:
@@ -195,7 +194,7 @@ class ACVIContext(ContextInference):
     def prepare(self, mem, enc_final, target_emb=None, target_pad=None):
         mu, var = self.value_moments(mem.values)
         # (B, N, d) float32 both: the moments and the KL are computed in float32 (docs/method.md §2.2)
-        return {"acvi_mu": mu, "acvi_var": var}
+        return {"acvi_mu": mu, "acvi_var": var, **super().prepare(mem, enc_final)}
 
     # -- the maths, shared with the transformer's per-head adapter (modules/transformer_context.py)
     def value_moments(self, h):
@@ -236,15 +235,20 @@ class ACVIContext(ContextInference):
             eps = torch.randn(*m.shape[:-1], k, m.size(-1), device=m.device)
         return (m.unsqueeze(-2) + v.sqrt().unsqueeze(-2) * eps).to(dtype)
 
-    def step(self, scores, query, mem, prepared, t):
+    def step(self, scores, query, mem, prepared, t, state=None):
         """The recurrent path's part only: a_t and m_t = Σ_i a_ti μ(h_i). The variance, the KL and
-        the samples, which the recurrence never reads, are formed for all steps in :meth:`finish`."""
-        attn = masked_softmax(scores)                                  # (B, N) float32
+        the samples, which the recurrence never reads, are formed for all steps in :meth:`finish`.
+        a_t = softmax(e_t) or another ``--attention-normalizer`` (docs/method.md §3.5)."""
+        attn, state = self.normalize(scores, mem, prepared, state)     # (B, N) float32
         m = torch.bmm(attn.unsqueeze(1), prepared["acvi_mu"]).squeeze(1)   # (B, d) float32
         aux = {"m": m}
         if self.training and self.sampler == "gumbel":
-            aux["scores"] = scores
-        return StepOutput(mean=m.to(mem.values.dtype), attn=attn, aux=aux)
+            # the mixture's log-weights: the scores themselves under softmax, else log a_t
+            # (−inf where a_t = 0, with no gradient there)
+            aux["scores"] = (scores if self.normalizer.name == "softmax" else
+                             torch.where(attn > 0, attn.clamp_min(1e-30).log(),
+                                         torch.full_like(attn, float("-inf"))))
+        return StepOutput(mean=m.to(mem.values.dtype), attn=attn, aux=aux, state=state)
 
     def finish(self, out, prepared):
         """All T steps at once: v_t = Σ_i a_ti² σ²(h_i) (D 87), the KL terms (B, T) and the

@@ -43,6 +43,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_acvi.modules import normalizers
 from fairseq_acvi.modules.scorers import Memory, Scorer, build_scorer
 
 CONTEXT_REGISTRY: Dict[str, type] = {}
@@ -160,7 +161,10 @@ class ContextInference(nn.Module):
     #: this class's options and their defaults — the one place each is set (a model's
     #: architecture may override some; :func:`fill_context_defaults`). Read with :meth:`option`.
     DEFAULTS: Dict[str, object] = {"context_inference": "soft", "mc_samples": DEFAULT_MC_SAMPLES,
-                                   "mc_combine": "prob"}
+                                   "mc_combine": "prob", **normalizers.DEFAULTS}
+    #: the ``--attention-normalizer`` values this variant accepts (docs/method.md §3.5); a
+    #: variant whose weights are not a normalised score vector keeps ("softmax",)
+    NORMALIZERS = normalizers.NORMALIZERS
     #: extra features concatenated to every decoder input (VED's z); 0 for most variants
     decoder_input_dim: int = 0
     #: True when training needs the whole target (variational attention's inference network)
@@ -173,6 +177,16 @@ class ContextInference(nn.Module):
         self.value_dim = value_dim
         self.context_dim = value_dim
         self.num_updates = 0
+        name = self.option(args, "attention_normalizer")
+        if name in normalizers.NORMALIZERS and name not in self.NORMALIZERS:
+            raise ValueError(f"--attention-normalizer {name} is not available with "
+                             f"--context-inference {self.name} (it accepts "
+                             f"{', '.join(self.NORMALIZERS)}; docs/method.md §3.5)")
+        #: scores -> attention weights (``--attention-normalizer``; :meth:`normalize`)
+        self.normalizer = normalizers.build_normalizer(type(self), args, value_dim)
+        if self.normalizer.stateful:
+            # the constrained normalisers carry the cumulative attention from step to step
+            self.stateful = True
 
     @staticmethod
     def add_args(parser):
@@ -210,9 +224,11 @@ class ContextInference(nn.Module):
         """Per-sentence state, batch-first tensors only (reordered with the beam).
 
         enc_final: (B, enc_final_dim); target_emb: (B, T, E) and target_pad: (B, T) bool, given
-        only in training when ``needs_target``.
+        only in training when ``needs_target``. The base class gives the normaliser's (the
+        fertilities of the constrained ones, docs/method.md §3.5; {} for softmax); a variant that
+        overrides it includes them.
         """
-        return {}
+        return self.normalizer.prepare(mem)
 
     def decoder_input(self, prepared: Dict[str, Tensor]) -> Optional[Tensor]:
         return None
@@ -223,8 +239,16 @@ class ContextInference(nn.Module):
 
     def init_state(self, prepared: Dict[str, Tensor], mem: Memory) -> Dict[str, Tensor]:
         """The recurrent state before the first step: name -> batch-first tensor (B, ...).
-        Only called for ``stateful`` variants; the others keep no state."""
-        return {}
+        Only called for ``stateful`` variants; the others keep no state. The base class gives
+        the constrained normaliser's cumulative attention β_0 = 0 (docs/method.md §3.5)."""
+        return self.normalizer.init_state(prepared, mem)
+
+    def normalize(self, scores: Tensor, mem: Memory, prepared: Dict[str, Tensor],
+                  state: Optional[Dict[str, Tensor]] = None):
+        """The step's attention weights under ``--attention-normalizer``: scores (B, N) (−inf at
+        padding) -> (a_t (B, N) float32, exactly 0 at padding; the normaliser's next state, {}
+        unless constrained). softmax is :func:`~fairseq_acvi.modules.scorers.masked_softmax`."""
+        return self.normalizer(scores, mem, prepared, state)
 
     # -- once per decoder step -------------------------------------------------------------------
     def step(self, scores: Tensor, query: Tensor, mem: Memory,
@@ -276,6 +300,7 @@ def add_context_args(parser):
                              "N(m, v) per sample, the sample mean exactly m for even K, and the "
                              "odd-order terms of the noise cancelled in the average (a variance "
                              "reduction; docs/method.md §2.2), or iid (the papers')")
+    normalizers.add_normalizer_args(parser)
     for cls in CONTEXT_REGISTRY.values():
         cls.add_args(parser)
 
@@ -328,6 +353,13 @@ def check_options_apply(args):
     if all(getattr(args, key, None) is not None for key in _ALWAYS_FILLED):
         return
     chosen = context_class(args)
+    if getattr(args, "attention_normalizer", None) not in normalizers.CONSTRAINED:
+        for key in ("attention_fertility", "attention_fertility_value", "attention_exhaustion"):
+            if getattr(args, key, None) is not None:
+                raise ValueError(f"--{key.replace('_', '-')} is an option of --attention-normalizer "
+                                 f"{' / '.join(normalizers.CONSTRAINED)}, not of "
+                                 f"{getattr(args, 'attention_normalizer', None) or 'softmax'}: "
+                                 "remove it, or choose a constrained normaliser")
     own = {key for klass in chosen.__mro__ for key in getattr(klass, "DEFAULTS", {})}
     for cls in CONTEXT_REGISTRY.values():
         for key in cls.DEFAULTS:

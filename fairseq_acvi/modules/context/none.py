@@ -13,6 +13,8 @@ from fairseq_acvi.modules.scorers import NoScorer
 
 @register_context("none")
 class NoContext(ContextInference):
+    #: no attention weights to normalise
+    NORMALIZERS = ("softmax",)
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
         self.context_dim = 0

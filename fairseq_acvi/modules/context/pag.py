@@ -108,6 +108,9 @@ class PAGContext(ContextInference):
     DEFAULTS = dict(pag_plan_horizon=DEFAULT_PLAN_HORIZON, pag_temperature=1.0,
                     pag_commit_weight=1.0, pag_force_replan=False)
     stateful = True
+    #: the plan's own softmax over A_t[0] (and rPAG's fresh alignment) are not routed through
+    #: ``--attention-normalizer`` (docs/method.md §3.5)
+    NORMALIZERS = ("softmax",)
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)

@@ -1,6 +1,9 @@
-"""Soft attention: c_t = Σ_i a_ti h_i (docs/method.md §2.1, P 3). The deterministic baseline."""
+"""Soft attention: c_t = Σ_i a_ti h_i (docs/method.md §2.1, P 3). The deterministic baseline.
+
+a_t = softmax(e_t), or another ``--attention-normalizer`` (docs/method.md §3.5); the constrained
+ones make the variant stateful (the cumulative attention, :class:`ContextInference`).
+"""
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
-from fairseq_acvi.modules.scorers import masked_softmax
 
 
 def attend(attn, values):
@@ -10,6 +13,6 @@ def attend(attn, values):
 
 @register_context("soft")
 class SoftContext(ContextInference):
-    def step(self, scores, query, mem, prepared, t):
-        attn = masked_softmax(scores)  # (B, N) float32
-        return StepOutput(mean=attend(attn, mem.values), attn=attn)
+    def step(self, scores, query, mem, prepared, t, state=None):
+        attn, state = self.normalize(scores, mem, prepared, state)  # (B, N) float32
+        return StepOutput(mean=attend(attn, mem.values), attn=attn, state=state)

@@ -25,6 +25,9 @@ from fairseq_acvi.modules.crf import binary_crf
 @register_context("structured")
 class StructuredContext(ContextInference):
     DEFAULTS = dict(structured_lambda="learned")
+    #: the weights are the CRF's normalised node marginals, not a normalised score vector
+    #: (docs/method.md §3.5)
+    NORMALIZERS = ("softmax",)
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)

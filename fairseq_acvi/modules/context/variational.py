@@ -51,6 +51,9 @@ def categorical_kl(log_q, log_p, pad_mask):
 class VariationalContext(ContextInference):
     DEFAULTS = dict(variational_mode="enum", variational_decode="soft", variational_beta=1.0)
     needs_target = True
+    #: the prior a_t must be positive wherever the posterior q_t is: KL(q ‖ a) is infinite under a
+    #: sparse prior (docs/method.md §3.5)
+    NORMALIZERS = ("softmax",)
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)

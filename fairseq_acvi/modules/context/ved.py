@@ -25,7 +25,6 @@ import torch.nn as nn
 from fairseq_acvi.modules.context.acvi import gaussian_kl_to_standard
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
 from fairseq_acvi.modules.context.soft import attend
-from fairseq_acvi.modules.scorers import masked_softmax
 
 ANNEALS = ("sigmoid", "linear", "none")
 
@@ -86,7 +85,8 @@ class VEDContext(ContextInference):
             z = mu.float() + var.sqrt() * torch.randn_like(var)
         else:
             z = mu.float()
-        return {"ved_z": z.to(mu.dtype), "ved_mu": mu.float(), "ved_var": var}
+        return {"ved_z": z.to(mu.dtype), "ved_mu": mu.float(), "ved_var": var,
+                **super().prepare(mem, enc_final)}
 
     def decoder_input(self, prepared):
         return prepared["ved_z"]
@@ -94,11 +94,11 @@ class VEDContext(ContextInference):
     def sentence_losses(self, prepared):
         return {"ved_kl": gaussian_kl_to_standard(prepared["ved_mu"], prepared["ved_var"])}
 
-    def step(self, scores, query, mem, prepared, t):
-        attn = masked_softmax(scores)                                  # (B, N) float32
+    def step(self, scores, query, mem, prepared, t, state=None):
+        attn, state = self.normalize(scores, mem, prepared, state)     # (B, N) float32 (§3.5)
         c = attend(attn, mem.values)                                   # (B, value_dim)
         mean = torch.cat([c, prepared["ved_z"].to(c.dtype)], dim=-1)   # (B, value_dim + latent)
-        return StepOutput(mean=mean, attn=attn)
+        return StepOutput(mean=mean, attn=attn, state=state)
 
     def kl_weight(self, num_updates: float) -> float:
         """The annealed KL weight after ``num_updates`` updates (see the module docstring)."""

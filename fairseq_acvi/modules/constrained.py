@@ -1,0 +1,122 @@
+"""Constrained softmax and constrained sparsemax (docs/method.md §3.5), batched over rows.
+
+Both map scores z ∈ ℝᴺ and upper bounds u ∈ ℝᴺ (u ≥ 0, Σ_i u_i ≥ 1 over the real positions) to
+a distribution α on the simplex with α ≤ u:
+
+* **csoftmax** (Martins & Kreutzer 2017): argmin_α KL(α ‖ softmax(z)) s.t. α ∈ Δ, α ≤ u. With A the
+  set of positions at their bound (the *active* set) and F the rest,
+
+      α_i = u_i                                   (i ∈ A)
+      α_i = exp(z_i) · (1 − Σ_{j∈A} u_j) / Σ_{j∈F} exp(z_j)     (i ∈ F).
+
+  A is a prefix of the positions sorted by z_i − log u_i (descending): position i is active iff
+  exp(z_i) s > u_i with s = (1 − Σ_A u) / Σ_F exp(z). :func:`csoftmax` sorts once per row and
+  tests every prefix at once with cumulative sums (log-space for the free mass):
+  O(N log N) per row, no loop.
+
+* **csparsemax** (Malaviya, Ferreira & Martins 2018): argmin_α ‖α − z‖² s.t. α ∈ Δ, α ≤ u. The
+  solution is α_i = clip(z_i − τ, 0, u_i) with τ the root of the non-increasing piecewise-linear
+  g(τ) = Σ_i clip(z_i − τ, 0, u_i) − 1. :func:`csparsemax` brackets τ in
+  [min_i z_i − 1, max_i z_i] and bisects (``iters`` halvings, each O(N), all rows at once; 40 by
+  default, beyond float32 resolution for scores of order 10), then takes the sets
+  F = {0 < z_i − τ < u_i}, A = {z_i − τ ≥ u_i} and recomputes τ exactly from them:
+  τ = (Σ_F z_i + Σ_A u_i − 1) / |F|. Cost O(iters · N) per row; no sort.
+
+Gradients. Both results are written as closed forms of (z, u) with the sets (A, F) held fixed
+(they are piecewise constant), so autograd gives the exact Jacobians: for csparsemax
+∂α_i/∂z_j = δ_ij − 1/|F| on F × F, ∂α_i/∂u_j = δ_ij on A and −1/|F| for i ∈ F, j ∈ A (Malaviya et
+al.'s backward); for csoftmax ∂α_F/∂z_F = diag(α_F) − α_F α_Fᵀ / m with m = 1 − Σ_A u, and
+∂α_F/∂u_A = −α_F / m (Martins & Kreutzer's).
+
+Padding (``pad_mask`` True) gets exactly α = 0 and no gradient. Everything is float32 (inputs are
+cast; float64 stays float64). Shapes: z, u, pad_mask (..., N); result (..., N).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+#: bisection steps of :func:`csparsemax` (see the module docstring)
+CSPARSEMAX_ITERS = 40
+
+
+def at_least_float32(x: Tensor) -> Tensor:
+    """x in float32, or float64 when it is float64 (the gradient checks)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
+def _check_feasible(u: Tensor, pad_mask: Tensor) -> None:
+    total = u.masked_fill(pad_mask, 0.0).sum(-1)
+    if bool((total < 1.0 - 1e-4).any()):
+        raise ValueError("constrained attention: the upper bounds of some row sum to less than 1 "
+                         f"(min {float(total.min()):.4f}), so no distribution satisfies them; the "
+                         "sink position (docs/method.md §3.5) keeps every row feasible")
+
+
+def csparsemax(z: Tensor, u: Tensor, pad_mask: Tensor, iters: int = CSPARSEMAX_ITERS) -> Tensor:
+    """Constrained sparsemax (module docstring): z, u (..., N), pad_mask (..., N) bool -> α
+    (..., N) float32 with 0 ≤ α ≤ u, Σ α = 1, α = 0 at padding."""
+    z = at_least_float32(z).masked_fill(pad_mask, 0.0)
+    u = u.to(z.dtype).clamp_min(0.0).masked_fill(pad_mask, 0.0)
+    _check_feasible(u, pad_mask)
+    with torch.no_grad():
+        big = torch.finfo(z.dtype).max
+        lo = z.masked_fill(pad_mask, big).amin(-1, keepdim=True) - 1.0     # g(lo) ≥ 0
+        hi = z.masked_fill(pad_mask, -big).amax(-1, keepdim=True)          # g(hi) = −1
+        for _ in range(iters):
+            mid = 0.5 * (lo + hi)
+            g = (z - mid).clamp_min(0.0).minimum(u).masked_fill(pad_mask, 0.0).sum(-1, keepdim=True)
+            above = g >= 1.0                                               # τ ≥ mid
+            lo = torch.where(above, mid, lo)
+            hi = torch.where(above, hi, mid)
+        tau0 = 0.5 * (lo + hi)
+        diff = z - tau0
+        active = (diff >= u) & ~pad_mask                                   # A: at the bound
+        free = (diff > 0) & ~active & ~pad_mask                            # F: strictly inside
+    n_free = free.sum(-1, keepdim=True)
+    tau = ((z * free).sum(-1, keepdim=True) + (u * active).sum(-1, keepdim=True) - 1.0) \
+        / n_free.clamp_min(1)
+    tau = torch.where(n_free > 0, tau, tau0)           # |F| = 0: every weight is at a bound or 0
+    # min(·, u), max(·, 0): the recomputed τ may move a free weight past its bound by a rounding
+    # error; the bounds hold exactly (the sum stays 1 up to rounding)
+    inner = torch.minimum(z - tau, u).clamp_min(0.0)
+    alpha = torch.where(free, inner, torch.where(active, u, torch.zeros_like(z)))
+    return alpha
+
+
+def csoftmax(z: Tensor, u: Tensor, pad_mask: Tensor) -> Tensor:
+    """Constrained softmax (module docstring): z, u (..., N), pad_mask (..., N) bool -> α
+    (..., N) float32 with 0 ≤ α ≤ u, Σ α = 1, α = 0 at padding."""
+    z = at_least_float32(z).masked_fill(pad_mask, 0.0)
+    u = u.to(z.dtype).clamp_min(0.0).masked_fill(pad_mask, 0.0)
+    _check_feasible(u, pad_mask)
+    N = z.size(-1)
+    with torch.no_grad():
+        # order: z_i − log u_i descending (u_i = 0 first: a zero bound is always active);
+        # padding last, never active
+        key = (z - u.log()).masked_fill(pad_mask, float("-inf"))
+        order = key.argsort(dim=-1, descending=True)
+        zs, us = z.gather(-1, order), u.gather(-1, order)
+        pads = pad_mask.gather(-1, order)
+        # prefix k active (k = 0..N-1): used mass c_k = Σ_{<k} u, free log-mass L_k = LSE_{≥k} z
+        used = torch.cumsum(us, -1) - us                                    # (.., N) Σ_{j<k} u_j
+        zf = zs.masked_fill(pads, float("-inf"))
+        rest = torch.logcumsumexp(zf.flip(-1), -1).flip(-1)                 # LSE_{j≥k} z_j
+        # with prefix k active, position k (the first free one) must fit under its bound:
+        # exp(z_k) (1 − c_k) / exp(L_k) ≤ u_k; the smallest such k is the active set's size
+        mass = (1.0 - used).clamp_min(0.0)
+        fits = (zs + mass.log() - rest <= us.log() + 1e-6) | pads
+        k = torch.where(fits.any(-1, keepdim=True),
+                        fits.float().argmax(-1, keepdim=True),               # first True
+                        torch.full_like(fits[..., :1], N - 1, dtype=torch.long))
+        rank = torch.empty_like(order).scatter_(-1, order, torch.arange(N, device=z.device)
+                                                .expand_as(order).contiguous())
+        active = (rank < k) & ~pad_mask
+        free = ~active & ~pad_mask
+    m = 1.0 - (u * active).sum(-1, keepdim=True)                            # free mass
+    # (a row with no free position, Σ_A u = 1, would make the softmax 0/0: any finite logits)
+    logits = torch.where(free.any(-1, keepdim=True), z.masked_fill(~free, float("-inf")),
+                         torch.zeros_like(z))
+    p = torch.softmax(logits, -1).masked_fill(~free, 0.0)                   # (.., N), 0 off F
+    alpha = torch.where(active, u, torch.minimum(p * m, u))     # ≤ u exactly (rounding)
+    return alpha

@@ -76,6 +76,25 @@ def test_matches_the_reference_solver_and_keeps_every_bound(name):
     assert torch.all(a[(u == 0) & ~pad] == 0)
 
 
+@pytest.mark.parametrize("name", FUNCS)
+def test_ties_many_zero_bounds_and_long_rows(name):
+    """Scores and bounds on a coarse grid (ties between scores, between bounds and between a
+    score and a bound's end), a third of the bounds 0, rows of 60 positions."""
+    g = torch.Generator().manual_seed(11)
+    B, N = 30, 60
+    z = torch.randint(-4, 5, (B, N), generator=g).float() * 0.5
+    u = torch.randint(0, 5, (B, N), generator=g).float() * 0.05
+    pad = torch.arange(N)[None] >= (N - torch.randint(0, 20, (B,), generator=g))[:, None]
+    u[last_real_position(pad)] = 1.0
+    z = z.masked_fill(pad, float("-inf"))
+    a = FUNCS[name](z, u, pad)
+    assert torch.all(a <= u) and torch.all(a >= 0) and torch.all(a[pad] == 0)
+    for b in range(B):
+        real = ~pad[b]
+        ref = REFS[name](z[b, real].double(), u[b, real].double())
+        torch.testing.assert_close(a[b, real].double(), ref, atol=2e-6, rtol=0)
+
+
 def test_csparsemax_is_sparse_and_csoftmax_dense_below_the_bounds():
     z = torch.tensor([[3.0, 2.9, 0.0, -1.0, 1.0]])
     u = torch.tensor([[0.3, 1.0, 1.0, 1.0, 1.0]])

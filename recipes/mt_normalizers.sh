@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Sparse and constrained attention (docs/method.md §3.5) on real data, sized for a CPU: Multi30K En->De,
+# per normaliser and seed recipes/mt_multi30k.sh (train, BLEU), then attention statistics (exact zeros,
+# REP, DROP-attn) and pictures on test2016; optionally CNN/DM pointer-generator runs (ROUGE, repeated
+# trigrams) with and without coverage. From the repository root:
+#   NORMALIZERS="softmax sparsemax entmax15 csparsemax" SEEDS="1 2 3" bash recipes/mt_normalizers.sh
+# Every variable, the outputs and the cost: docs/recipes/mt_normalizers.md
+set -euo pipefail
+
+NORMALIZERS="${NORMALIZERS:-softmax sparsemax entmax15 csparsemax}"
+CONTEXT="${CONTEXT:-soft}"
+PAIR="${PAIR:-en_de}"
+SEEDS="${SEEDS:-1 2 3}"
+FERTILITY="${FERTILITY:-fixed}"
+FERTILITY_VALUE="${FERTILITY_VALUE:-2}"
+EXHAUSTION="${EXHAUSTION:-0}"
+STATS_SPLIT="${STATS_SPLIT:-test2016}"
+STATS_BEAM="${STATS_BEAM:-5}"
+PICTURE_IDS="${PICTURE_IDS:-0 1 2 3}"
+RUNS="${RUNS:-runs/normalizers}"
+DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"
+CNNDM="${CNNDM:-0}"
+CNNDM_RUNS="${CNNDM_RUNS:-softmax:0 softmax:1 csparsemax:0}"
+CNNDM_DATA="${CNNDM_DATA:-data-bin/cnndm}"
+PYTHON="${PYTHON:-python}"
+source "$(dirname "$0")/lib_check.sh"
+
+check_choice_list NORMALIZERS ' ' softmax sparsemax entmax15 csoftmax csparsemax
+check_choice CONTEXT soft acvi ved
+check_choice FERTILITY fixed predicted
+check_nonneg_number FERTILITY_VALUE EXHAUSTION
+check_choice STATS_SPLIT valid test2016 test2017
+check_positive_int STATS_BEAM
+check_int_list PICTURE_IDS
+check_choice CNNDM 0 1
+check_int_list SEEDS
+for item in $CNNDM_RUNS; do
+  [[ "$item" =~ ^(softmax|sparsemax|entmax15|csoftmax|csparsemax):[01]$ ]] || {
+    echo "[recipe] error: CNNDM_RUNS must be a ' '-separated list of NORMALIZER:COVERAGE (coverage 0" \
+      "or 1), got '$CNNDM_RUNS'" >&2; exit 2; }
+done
+recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
+  STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA PYTHON
+
+norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
+  args=(--attention-normalizer "$1")
+  if [[ "$1" == csoftmax || "$1" == csparsemax ]]; then
+    args+=(--attention-fertility "$FERTILITY" --attention-fertility-value "$FERTILITY_VALUE"
+      --attention-exhaustion "$EXHAUSTION")
+  fi
+}
+
+for NORM in $NORMALIZERS; do
+  norm_args "$NORM"
+  CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
+    PYTHON="$PYTHON" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
+  for SEED in $SEEDS; do
+    RUN="$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
+    "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
+      --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
+      --records-out "$RUN/attention_$STATS_SPLIT.json" --out "$RUN/attention_stats_$STATS_SPLIT.json"
+    # shellcheck disable=SC2086
+    "$PYTHON" -m fairseq_acvi.cli.attention_pictures "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
+      --subset "$STATS_SPLIT" --ids $PICTURE_IDS --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
+      --out-dir "$RUN/pictures"
+    echo "[recipe] attention statistics: $RUN/attention_stats_$STATS_SPLIT.json"
+  done
+done
+
+if [[ "$CNNDM" == "1" ]]; then
+  for item in $CNNDM_RUNS; do
+    NORM="${item%%:*}" COV="${item##*:}"
+    norm_args "$NORM"
+    # the recipe's CPU schedule; coverage 0 turns the last (coverage) phase into a plain one
+    phases="2000:50:20:0 4000:100:50:0 5500:200:50:0 6000:400:100:0 6400:400:100:$COV"
+    CONTEXT="$CONTEXT" DATA="$CNNDM_DATA" SAVE="$RUNS/cnndm/${CONTEXT}-${NORM}-cov$COV" \
+      SCHEDULE=cpu CPU_PHASES="$phases" PYTHON="$PYTHON" \
+      bash "$(dirname "$0")/summarization_cnndm.sh" "${args[@]}" "$@"
+  done
+fi
+echo "[recipe] done: $RUNS"

@@ -1,0 +1,60 @@
+"""recipes/mt_normalizers.sh (issue 56 item 3, not run here): its variables are checked before any
+work, a dry run prints the resolved settings, and the page documents every variable. The recipe
+runs from an empty folder with a PYTHON that only records that it was started."""
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "mt_normalizers.sh"
+
+
+def _run(env_extra, tmp_path):
+    marker = tmp_path / "STARTED"
+    fake = tmp_path / "fake_python"
+    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, PYTHON=str(fake), **env_extra)
+    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+    return proc, marker, work
+
+
+def test_dry_run_prints_the_resolved_settings(tmp_path):
+    proc, marker, work = _run({"DRY_RUN": "1", "NORMALIZERS": "softmax csparsemax",
+                               "FERTILITY": "predicted", "FERTILITY_VALUE": "3"}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = [x for x in proc.stdout.splitlines() if x.startswith("[recipe] settings:")]
+    assert len(line) == 1
+    assert "NORMALIZERS='softmax csparsemax'" in line[0] and "FERTILITY=predicted" in line[0]
+    assert "SEEDS='1 2 3'" in line[0] and "DATA_BIN=data-bin/multi30k_en_de" in line[0]
+    assert "CNNDM_RUNS='softmax:0 softmax:1 csparsemax:0'" in line[0]
+    assert not marker.exists() and list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize("given,name", [({"NORMALIZERS": "softmax sparse"}, "NORMALIZERS"),
+                                        ({"SEEDS": "1 two"}, "SEEDS"),
+                                        ({"FERTILITY_VALUE": "two"}, "FERTILITY_VALUE"),
+                                        ({"CONTEXT": "structured"}, "CONTEXT"),
+                                        ({"CNNDM_RUNS": "csparsemax:yes"}, "CNNDM_RUNS")])
+def test_a_bad_variable_stops_the_recipe_before_any_work(tmp_path, given, name):
+    proc, marker, work = _run(given, tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert re.search(rf"^\[recipe\] error: {name} must be .*, got '{re.escape(given[name])}'$",
+                     proc.stderr, re.M), proc.stderr
+    assert not marker.exists() and list(work.iterdir()) == []
+
+
+def test_the_page_documents_every_variable():
+    text = RECIPE.read_text()
+    names = set(re.findall(r'^([A-Z][A-Z0-9_]*)="\$\{\1:-', text, flags=re.M))
+    assert {"NORMALIZERS", "FERTILITY", "CNNDM_RUNS"} <= names
+    doc = (REPO / "docs" / "recipes" / "mt_normalizers.md").read_text()
+    documented = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", doc))
+    assert names - documented == set()
+    assert "`DRY_RUN`" in doc and "[recipe] settings:" in doc

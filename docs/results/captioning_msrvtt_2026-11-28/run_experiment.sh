@@ -3,14 +3,14 @@
 # Usage (repository root): ACVI_DATA=../shared/data bash docs/results/captioning_msrvtt_2026-11-28/run_experiment.sh
 # RUNS_DIR (default runs/captioning_msrvtt_2026-11-28), CODE_DIR (default: this checkout; the 2026-11-28 runs
 # used a `git archive` snapshot of commit $CODE_COMMIT so that edits in the shared tree could not reach
-# them), MAX_EPOCH (default 3: the budget of every variant). Resumable: a finished step (its status JSON
+# them), MAX_EPOCH (default 5: the budget of every variant). Resumable: a finished step (its status JSON
 # says rc 0) is skipped; an unfinished training resumes from checkpoint_last.pt.
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/../../.." && pwd)"
 RUNS_DIR="${RUNS_DIR:-$REPO/runs/captioning_msrvtt_2026-11-28}"
 CODE_DIR="${CODE_DIR:-$REPO}"
 DATA_DIR="${DATA_DIR:-$REPO/data-bin/msrvtt_1k_min3}"
-MAX_EPOCH="${MAX_EPOCH:-3}"
+MAX_EPOCH="${MAX_EPOCH:-5}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1
 mkdir -p "$RUNS_DIR/status"

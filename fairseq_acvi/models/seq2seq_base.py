@@ -17,6 +17,15 @@ evaluation-only ``--context-ablation`` and initialises every parameter (``--init
 modules/init.py). A new context-inference variant needs none of this (modules/context/); a new
 seq2seq model is a subclass with its hooks and ``@register_model``.
 
+Seed 003's configurations (docs/method.md §3.6), options of every model here, off by default
+(old checkpoints, which lack them, load as trained): ``--attend-decoder-past`` (ii), the decoder
+also attends over its own earlier outputs (modules/decoder_past.py), and
+``--self-attention-heads H`` (iii), multi-head self-attention over the encoder's annotations
+(added to the encoder by :meth:`ContextSeq2SeqModel.build_model`, so every encoder built on
+:class:`~fairseq_acvi.modules.lstm_encoder.BiLSTMEncoder` has it) and causal self-attention over
+the decoder's states (modules/context_decoder.py). Seed 003's Table 1 row "attn on encoder and
+decoder + self-attention" is both options together.
+
 Defaults: each option has one default — a model option in :data:`SEQ2SEQ_DEFAULTS`, a
 context-inference option in its variant's ``DEFAULTS`` (modules/context/) — and argparse defaults
 stay None, so that a model's base architecture can override some of them: a base architecture is
@@ -35,6 +44,7 @@ from fairseq_acvi.modules.init import DEFAULT_INIT_SCALE, add_init_args, init_un
 from fairseq_acvi.modules.lstm_encoder import ABLATIONS
 from fairseq_acvi.modules.output_layers import OutputLayer, VocabularyOutput
 from fairseq_acvi.modules.scorers import SCORERS
+from fairseq_acvi.modules.self_attention import check_heads
 
 #: the package-wide default of every seq2seq model option (a model's base architecture overrides
 #: some); the context-inference options' defaults are the variants' own (``DEFAULTS`` in
@@ -45,6 +55,7 @@ SEQ2SEQ_DEFAULTS = dict(
     attention_type="multiplicative", attention_dim=256, share_decoder_input_output_embed=False,
     init_scale=DEFAULT_INIT_SCALE, context_ablation="none",
     max_source_positions=1024, max_target_positions=1024,
+    attend_decoder_past=False, self_attention_heads=0,
 )
 
 
@@ -65,6 +76,17 @@ def add_seq2seq_args(parser):
     parser.add_argument("--attention-dim", type=int, metavar="N",
                         help="projection size of additive / scaled-dot scorers")
     parser.add_argument("--share-decoder-input-output-embed", action="store_true")
+    parser.add_argument("--attend-decoder-past", action="store_true", default=None,
+                        help="seed 003's configuration (ii): at each step the decoder also attends "
+                             "over its own earlier outputs with a second scorer of the "
+                             "--attention-type family, and that context joins the prediction "
+                             "(docs/method.md §3.6; default off)")
+    parser.add_argument("--self-attention-heads", type=int, metavar="H",
+                        help="seed 003's configuration (iii): H-head self-attention over the "
+                             "encoder's annotations (padding-masked) and causal H-head "
+                             "self-attention over the decoder's states, residual + layer norm; "
+                             "the attention to the source reads the self-attended states "
+                             "(docs/method.md §3.6; 0 = off, the default; the seed uses 2)")
     add_init_args(parser)
     parser.add_argument("--context-ablation", choices=ABLATIONS,
                         help="evaluation only, for source-use diagnostics: replace every context "
@@ -76,8 +98,10 @@ def add_seq2seq_args(parser):
 
 def seq2seq_defaults(args, **overrides):
     """Fill the unset options of ``args``: ``overrides`` (a model's base architecture) first,
-    then :data:`SEQ2SEQ_DEFAULTS` and the context-inference variants' defaults; the per-side dropouts from ``--dropout``, the attentional
-    hidden size from the decoder's. Checks ``--context-ablation``, ``--mc-samples`` and that no
+    then :data:`SEQ2SEQ_DEFAULTS` and the context-inference variants' defaults; the per-side
+    dropouts from ``--dropout``, the attentional hidden size from the decoder's. Checks
+    ``--context-ablation``, ``--mc-samples``, ``--attend-decoder-past`` (a switch),
+    ``--self-attention-heads`` (a whole number ≥ 0 dividing the decoder's size) and that no
     option of another context inference is given (:func:`check_options_apply`). Options
     loaded from a checkpoint older than an option keep the value it was trained with
     (:func:`keep_predating_values`)."""
@@ -99,6 +123,10 @@ def seq2seq_defaults(args, **overrides):
         raise ValueError(f"--context-ablation: unknown value {args.context_ablation!r}; choose "
                          f"from {', '.join(ABLATIONS)}")
     check_sample_count("--mc-samples", args.mc_samples)
+    if not isinstance(args.attend_decoder_past, bool):
+        raise ValueError("--attend-decoder-past is a switch (True / False), got "
+                         f"{args.attend_decoder_past!r}")
+    check_heads(args.self_attention_heads, {"--decoder-hidden-size": args.decoder_hidden_size})
 
 
 def check_dictionary_sizes(model, state_dict):
@@ -162,6 +190,10 @@ class ContextSeq2SeqModel(FairseqEncoderDecoderModel):
     def build_model(cls, args, task):
         cls.fill_defaults(args)
         encoder = cls.build_encoder(args, task)
+        heads = getattr(args, "self_attention_heads", 0) or 0
+        if heads:                              # seed 003's (iii), the encoder side
+            check_heads(heads, {"the annotation size 2 × --encoder-hidden-size": encoder.output_units})
+            encoder.add_self_attention(heads, args.encoder_dropout_out)
         embed = cls.build_target_embedding(args, task, encoder)
         decoder = ContextLSTMDecoder(
             args, task.target_dictionary, embed, value_dim=encoder.output_units,

@@ -44,6 +44,25 @@ combining the samples, the uncertainty and the incremental state stay here.
 
 ``--context-inference none`` is a variant like the others (the empty context,
 :mod:`fairseq_acvi.modules.context.none`): the decoder has no branch for it.
+
+Seed 003's configurations (ii) and (iii) (docs/method.md §3.6; both off by default, and then
+nothing of them is built: the decoder is the one above, bit for bit, and old checkpoints load):
+
+* ``--self-attention-heads H`` (iii): the top layer's output s_t goes through causal multi-head
+  self-attention over s_1..s_t, q_t = LayerNorm(s_t + MultiHead(s_t; s_1..s_t))
+  (:mod:`fairseq_acvi.modules.self_attention`), and q_t replaces s_t everywhere below it: the
+  scorer's query, the context inference's query, W_c's input and the output layer's. The
+  per-head keys and values of every earlier step are kept in the incremental state (``sa_keys``,
+  ``sa_values``, (B, H, t, d_h)) and reordered with the beam. (The encoder side, self-attention
+  over the annotations, is the encoder's: modules/lstm_encoder.py.)
+* ``--attend-decoder-past`` (ii): a second, deterministic context d_t = Σ_{j<t} b_tj v_j over the
+  decoder's own earlier outputs q_1..q_{t−1}, scored by a second scorer of the ``--attention-type``
+  family (:mod:`fairseq_acvi.modules.decoder_past`; d_1 = 0), joins the prediction:
+  f_t = tanh(W_c [q_t ; d_t ; m_t]) on the recurrent path and tanh(W_c [q_t ; d_t ; c_t^(s)]) for
+  the output layer (the decoder output the prediction reads is u_t = [q_t ; d_t]; a copy
+  switch still reads q_t). The past keys and values (``past_keys``, ``past_values``, (B, t, ·))
+  live in the incremental state, reordered with the beam; ``extra["decoder_past_attn"]``
+  (B, T, t0 + T − 1) holds b_t (zeros where a step has no such past position).
 """
 import math
 from typing import Callable, Dict, Optional
@@ -58,8 +77,10 @@ from torch.utils.checkpoint import checkpoint
 from fairseq_acvi.modules import uncertainty as unc
 from fairseq_acvi.modules.sample_combination import RunningCombination, combine_samples, weigh
 from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
+from fairseq_acvi.modules.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.output_layers import OutputInputs, OutputLayer, VocabularyOutput
 from fairseq_acvi.modules.scorers import Memory
+from fairseq_acvi.modules.self_attention import SelfAttentionBlock, check_heads
 
 #: above this many float32 elements (B·T·S·V) the sample average runs sample by sample
 _MC_CHUNK_ELEMENTS = 1 << 26
@@ -118,7 +139,18 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             [nn.LSTMCell(in_dim if i == 0 else H, H) for i in range(self.num_layers)])
         self.init_h = nn.Linear(enc_final_dim, H)
         self.init_c = nn.Linear(enc_final_dim, H)
-        self.W_c = nn.Linear(H + self.context.context_dim, self.out_dim, bias=False)
+        # seed 003's (iii) and (ii) (module docstring); when off nothing is built
+        heads = check_heads(getattr(args, "self_attention_heads", 0) or 0,
+                            {"--decoder-hidden-size": H})
+        self.self_attn = (SelfAttentionBlock(H, heads, self.dropout_out) if heads else None)
+        attend_past = getattr(args, "attend_decoder_past", False) or False
+        if not isinstance(attend_past, bool):
+            raise ValueError(f"--attend-decoder-past is a switch (True / False), got {attend_past!r}")
+        self.past_attn = (DecoderPastAttention(args.attention_type, H, args.attention_dim)
+                          if attend_past else None)
+        #: size of u_t, the decoder output the prediction reads: [q_t ; d_t] with (ii), else q_t
+        self.pred_dim = H + (self.past_attn.value_dim if self.past_attn is not None else 0)
+        self.W_c = nn.Linear(self.pred_dim + self.context.context_dim, self.out_dim, bias=False)
         output_layer = (build_output_layer(self.context.context_dim) if build_output_layer
                         else VocabularyOutput(self.out_dim, len(dictionary), self.dropout_out))
         if output_layer.fc_out.in_features != self.out_dim:
@@ -212,6 +244,11 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         extra_in = self.context.decoder_input(prepared)
 
         s_all, feeds, steps, cov_losses = [], [], [], []
+        sa, past = self.self_attn, self.past_attn
+        if sa is not None:
+            sa_keys, sa_values = cache["sa_keys"], cache["sa_values"]
+        if past is not None:
+            past_keys, past_values, past_attns = cache["past_keys"], cache["past_values"], []
         # one unbind, not T slices: the backward of every slice x[:, t] would zero-fill a gradient
         # of the whole (B, T, E) input; unbind's stacks the T step gradients once
         x_steps = x.unbind(1)
@@ -226,7 +263,15 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
                 h[i], c[i] = cell(inp, (h[i], c[i]))
                 inp = F.dropout(h[i], p=self.dropout_out, training=self.training)
             s_t = h[-1]
-            s_all.append(s_t)
+            if sa is not None:                     # (iii): q_t, which replaces s_t below
+                s_t, sa_keys, sa_values = sa.step(s_t, sa_keys, sa_values)
+            u_t = s_t
+            if past is not None:                   # (ii): d_t over q_1..q_{t-1}, then add q_t
+                d_t, b_t = past(s_t, past_keys, past_values)
+                past_keys, past_values = past.append(s_t, past_keys, past_values)
+                past_attns.append(b_t)
+                u_t = torch.cat([s_t, d_t.to(s_t.dtype)], dim=1)
+            s_all.append(u_t)
             scores = self.scorer(s_t, mem, coverage)
             if stateful:
                 out = self.context.step(scores, s_t, mem, prepared, t0 + t, state=ctx_state)
@@ -238,11 +283,15 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             if coverage is not None:
                 cov_losses.append(torch.minimum(out.attn, coverage.float()).sum(-1))
                 coverage = coverage + out.attn.to(coverage.dtype)
-            feed = torch.tanh(self.W_c(torch.cat([s_t, out.mean.to(s_t.dtype)], dim=1)))
+            feed = torch.tanh(self.W_c(torch.cat([u_t, out.mean.to(s_t.dtype)], dim=1)))
             feeds.append(feed)
             steps.append(out)
 
         new_cache = dict(cache, h=torch.stack(h), c=torch.stack(c), feed=feed)
+        if sa is not None:
+            new_cache.update(sa_keys=sa_keys, sa_values=sa_values)
+        if past is not None:
+            new_cache.update(past_keys=past_keys, past_values=past_values)
         if coverage is not None:
             new_cache["coverage"] = coverage
         new_cache.update({"state_" + k: v for k, v in ctx_state.items()})
@@ -250,7 +299,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             self.set_incremental_state(incremental_state, "cache", new_cache)
         stats = {} if self.record_uncertainty and not score_target else None
 
-        s = torch.stack(s_all, dim=1)                                  # (B, T, H)
+        s = torch.stack(s_all, dim=1)                                  # (B, T, pred_dim)
         out = self.context.finish(stack_steps(steps), prepared)       # fields (B, T, ...)
         if self.context_ablation == "zero":                            # samples made by finish
             out = out.zeroed()
@@ -276,6 +325,10 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             for name, val in self.context.sentence_losses(prepared).items():
                 losses[name] = (val.sum(), self.context.loss_weight(name))
         extra = {"attn": [out.attn], "losses": losses, "token_terms": out.losses}
+        if past is not None:
+            width = t0 + T - 1
+            extra["decoder_past_attn"] = torch.stack(
+                [F.pad(b, (0, width - b.size(1))) for b in past_attns], dim=1)   # (B, T, width)
         if target_lprobs is not None:
             extra["target_lprobs"] = target_lprobs
         if stats is not None:
@@ -299,13 +352,15 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
     # ------------------------------------------------------------------------------------------
     def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,
                          cache: Dict[str, Tensor], target: Optional[Tensor] = None) -> Tensor:
-        """The output layer on contexts ``ctx`` (P 4): s (B, T, H), ctx (B, T, S, d_c), x (B, T, E)
+        """The output layer on contexts ``ctx`` (P 4): s (B, T, pred_dim) the decoder outputs u_t
+        (s_t, or q_t / [q_t ; d_t] with seed 003's options), ctx (B, T, S, d_c), x (B, T, E)
         -> log-probs (B, T, S, V) float32; with ``target`` (B, T) long, log P(y_t) of the gold
         tokens only, (B, T, S)."""
         return self._output(self._hidden(s, ctx), ctx, s, out, x, cache, target)
 
     def _hidden(self, s: Tensor, ctx: Tensor) -> Tensor:
-        """tanh(W_c [s_t ; c]) (B, T, S, out_dim) for every context c in ctx (B, T, S, d_c)."""
+        """tanh(W_c [u_t ; c]) (B, T, S, out_dim) for every context c in ctx (B, T, S, d_c);
+        s (B, T, pred_dim) holds u_t."""
         s_ = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
         return torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
 
@@ -322,8 +377,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         inputs = self._output_inputs(ctx, s, out, x, cache)
         return self.head(hid, inputs, None if target is None else target.unsqueeze(2))
 
-    @staticmethod
-    def _output_inputs(ctx, s, out: StepOutput, x, cache) -> OutputInputs:
+    def _output_inputs(self, ctx, s, out: StepOutput, x, cache) -> OutputInputs:
+        if self.past_attn is not None:      # u_t = [q_t ; d_t]: the output layer reads q_t
+            s = s[..., :self.hidden_size]
         return OutputInputs(ctx=ctx, s=s.unsqueeze(2), x=x.unsqueeze(2),
                             attn=None if out.attn is None else out.attn.unsqueeze(2),
                             src_ids=cache["src_ids"][:, None, None, :] if "src_ids" in cache else None)
@@ -485,6 +541,10 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             cache["src_ids"] = encoder_out["src_tokens"][0]            # (B, N) right-padded, = values
         if self.use_coverage:
             cache["coverage"] = h.new_zeros(B, h.size(1), dtype=torch.float32)
+        if self.self_attn is not None:
+            cache["sa_keys"], cache["sa_values"] = self.self_attn.empty_past(h)
+        if self.past_attn is not None:
+            cache["past_keys"], cache["past_values"] = self.past_attn.empty_past(h)
         target_emb = target_pad = None
         if self.context.needs_target and self.training and full_sequence:
             if target is None:

@@ -10,6 +10,15 @@ Output (a dict, so fairseq's beam search can reorder it)::
     encoder_final_cell:   [fc]           fc: (L, B, 2·H) final fwd/bwd cell state per layer
     src_tokens:           [tokens]       (B, N) right-padded ids (copy mechanisms need them)
 
+Seed 003's configuration (iii) (``--self-attention-heads H``, docs/method.md §3.6; off by default,
+and then nothing is built): :meth:`BiLSTMEncoder.add_self_attention` adds a bidirectional,
+padding-masked multi-head self-attention block over the annotations, h̃ = LayerNorm(h +
+MultiHead(h, h, h)) (:mod:`fairseq_acvi.modules.self_attention`), and ``encoder_out`` holds h̃:
+every context inference and scorer of the decoder attends over the self-attended annotations.
+The final states (the decoder's initial state) are the LSTM's, as without it. Every model built
+on this encoder (translation, pointer-generator, captioner) gets it from
+:meth:`~fairseq_acvi.models.seq2seq_base.ContextSeq2SeqModel.build_model`.
+
 Source-use diagnostics (evaluation only): with ``context_ablation = "shuffle"`` the annotations
 and their padding mask are those of *another* sentence of the batch (rolled by one; a batch of one
 sentence takes the previous batch's first sentence), while the final states — the decoder's
@@ -24,6 +33,7 @@ from fairseq.models import FairseqEncoder
 from torch import Tensor
 
 from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments, bilstm_packed
+from fairseq_acvi.modules.self_attention import SelfAttentionBlock
 
 #: on a CPU, batches whose longest source has at least this many positions run the LSTM unpacked
 #: (``bilstm_by_segments``): measured 2026-11-27 (benchmarks/bench_encoder_lstm.py), unpacked is
@@ -51,6 +61,13 @@ class BiLSTMEncoder(FairseqEncoder):
         self._max_positions = max_positions
         self.context_ablation = "none"
         self._last_annotations = None
+        #: seed 003's (iii) over the annotations (:meth:`add_self_attention`); None: off
+        self.self_attention: Optional[SelfAttentionBlock] = None
+
+    def add_self_attention(self, heads: int, dropout: float) -> None:
+        """Self-attend the annotations from now on (module docstring): ``heads`` heads over the
+        ``output_units``-d annotations, ``dropout`` on the attention output."""
+        self.self_attention = SelfAttentionBlock(self.output_units, heads, dropout)
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, **unused) -> Dict[str, List[Tensor]]:
         """src_tokens: (B, N) (left or right padded); src_lengths: (B,)."""
@@ -77,6 +94,8 @@ class BiLSTMEncoder(FairseqEncoder):
         unpacked = x.device.type == "cpu" and x.size(1) >= UNPACKED_MIN_LENGTH
         h, h_n, c_n = (bilstm_by_segments if unpacked else bilstm_packed)(self.lstm, x, lengths)
         h = F.dropout(h, p=self.dropout_out, training=self.training)
+        if self.self_attention is not None:
+            h = self.self_attention(h, pad)
         bsz = x.size(0)
 
         def merge(state):  # (2·L, B, H) -> (L, B, 2·H): [forward; backward] per layer

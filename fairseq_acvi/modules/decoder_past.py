@@ -1,0 +1,63 @@
+"""Attention over the decoder's own past, seed 003's configuration (ii) (docs/method.md §3.6).
+
+At step t the decoder, besides attending to the source, attends to its own earlier outputs
+q_1..q_{t−1} (q_j: the top LSTM layer's output s_j, or with ``--self-attention-heads`` the
+self-attended state) with a scorer of the same family as the encoder attention
+(``--attention-type``: additive, multiplicative, scaled-dot, key-value; seed 003 l. 41-77, whose
+f_att is written for "previous hidden states" s_1..s_m)::
+
+    e^dec_tj = f_att(q_t, q_j)                     j < t          (seed 003 l. 43, 51-75)
+    b_t      = softmax_j(e^dec_tj)                                (l. 43; float32)
+    d_t      = Σ_{j<t} b_tj v_j                    v_j = q_j, or the key-value scorer's value
+    d_1      = 0                                   (no past at the first step)
+
+The decoder past context is deterministic (soft attention); the context inference (soft, ACVI,
+…) is that of the source context only. ``d_t`` joins the prediction, which takes "current decoder
+output and available context vectors" (seed 003 l. 95): tanh(W_c [q_t ; d_t ; c_t])
+(modules/context_decoder.py).
+
+The scorer's per-state work (key projections) is position-wise, so each state is prepared once,
+when it is made, and its key and value appended to the past: (B, t, k) and (B, t, v), kept in the
+decoder's incremental state and reordered with the beam.
+"""
+from typing import Tuple
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from fairseq_acvi.modules.scorers import Memory, build_scorer, masked_softmax
+
+
+class DecoderPastAttention(nn.Module):
+    """f_att of ``--attention-type`` between the query q_t (B, dim) and the past states
+    (module docstring). ``value_dim``: the size of d_t (``dim``, the key-value scorer's too)."""
+
+    def __init__(self, attention_type: str, dim: int, attn_dim: int):
+        super().__init__()
+        self.scorer = build_scorer(attention_type, dim, dim, attn_dim)
+        self.dim = dim
+        self.value_dim = self.scorer.value_dim
+
+    def empty_past(self, like: Tensor) -> Tuple[Tensor, Tensor]:
+        """Keys and values before the first step, (B, 0, k) and (B, 0, v), ``like`` (B, N, d)'s
+        dtype and device."""
+        mem = self.scorer.prepare(like.new_zeros(like.size(0), 0, self.dim),
+                                  like.new_zeros(like.size(0), 0, dtype=torch.bool))
+        return mem.keys, mem.values
+
+    def append(self, q_t: Tensor, keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
+        """Add state q_t (B, dim) to the past: keys (B, t, k), values (B, t, v) -> (B, t+1, ·)."""
+        mem = self.scorer.prepare(q_t.unsqueeze(1), q_t.new_zeros(q_t.size(0), 1, dtype=torch.bool))
+        return (torch.cat([keys, mem.keys.to(keys.dtype)], dim=1),
+                torch.cat([values, mem.values.to(values.dtype)], dim=1))
+
+    def forward(self, q_t: Tensor, keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
+        """q_t (B, dim); keys (B, t, k), values (B, t, v) of steps 1..t (t may be 0) ->
+        (d_t (B, v) in values' dtype, b_t (B, t) float32)."""
+        B, t = keys.shape[:2]
+        if t == 0:
+            return values.new_zeros(B, self.value_dim), values.new_zeros(B, 0, dtype=torch.float32)
+        scores = self.scorer(q_t, Memory(keys, values, keys.new_zeros(B, t, dtype=torch.bool)))
+        attn = masked_softmax(scores)                                  # (B, t) float32
+        return attn.to(values.dtype).unsqueeze(1).bmm(values).squeeze(1), attn

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Seed 003's attention grid on Multi30K En->De (issue 55): no attention, and 4 scorers x 3
+# configurations ((i) encoder, (ii) + the decoder's past, (iii) + self-attention), soft attention,
+# one seed each (STAGE=grid); more seeds of the best two cells and of (i) with their scorers
+# (STAGE=seeds); ACVI in the best cell's configuration (STAGE=acvi). Every cell is one run of
+# recipes/mt_multi30k.sh. From the repository root (DRY_RUN=1: the settings and the plan only):
+#   STAGE=grid bash recipes/mt_attention_grid.sh
+# Every variable, the outputs and the cost: docs/recipes/mt_attention_grid.md
+set -euo pipefail
+
+STAGE="${STAGE:-grid}"
+PAIR="${PAIR:-en_de}"
+SCORERS="${SCORERS:-additive multiplicative scaled-dot key-value}"
+CONFIGS="${CONFIGS:-i ii iii}"
+BASELINE="${BASELINE:-1}"
+HEADS="${HEADS:-2}"
+GRID_SEED="${GRID_SEED:-1}"
+BEST_SEEDS="${BEST_SEEDS:-1 2 3}"
+ACVI_SEEDS="${ACVI_SEEDS:-1 2 3}"
+RUNS="${RUNS:-runs/mt_attention_grid}"
+CELL_ABLATE="${CELL_ABLATE:-0}"
+MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
+mt_process_defaults
+
+check_choice STAGE grid seeds acvi
+mt_split_pair "$PAIR"
+check_choice_list SCORERS ' ' additive multiplicative scaled-dot key-value
+check_choice_list CONFIGS ' ' i ii iii
+check_choice BASELINE 0 1
+check_positive_int HEADS
+check_int GRID_SEED
+check_int_list BEST_SEEDS ACVI_SEEDS
+check_choice CELL_ABLATE 0 1
+
+cell_args() {  # cell_args SCORER CONFIG: the fairseq-train options of a cell. (iii) is seed 003's
+  # Table 1 row "attn on encoder and decoder + self-attention": (ii) with self-attention added
+  local args="--attention-type $1"
+  [[ "$2" == "ii" || "$2" == "iii" ]] && args+=" --attend-decoder-past"
+  [[ "$2" == "iii" ]] && args+=" --self-attention-heads $HEADS"
+  echo "$args"
+}
+cell_dir() {  # cell_dir CONTEXT TAG SEED: the run folder recipes/mt_multi30k.sh writes
+  echo "$RUNS/$PAIR/${1}${2:+-$2}_seed$3"
+}
+best_cells() {  # best_cells N: the N grid cells (SCORER CONFIG, one per line) of highest validation
+  # BLEU (bleu_detok of bleu_valid.json, seed GRID_SEED); exit 2 naming a cell without one
+  "$PYTHON" - "$1" "$RUNS/$PAIR" "$GRID_SEED" "$SCORERS" "$CONFIGS" <<'EOF_PY'
+import json, sys
+from pathlib import Path
+n, root, seed, scorers, configs = int(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
+scores = []
+for s in scorers.split():
+    for c in configs.split():
+        path = root / f"soft-{s}-{c}_seed{seed}" / "bleu_valid.json"
+        if not path.is_file():
+            sys.exit(f"[recipe] error: {path} missing: run STAGE=grid first (or narrow SCORERS / CONFIGS)")
+        scores.append((json.loads(path.read_text())["bleu_detok"], s, c))
+for bleu, s, c in sorted(scores, reverse=True)[:n]:
+    print(s, c)
+EOF_PY
+}
+
+plan=()   # one line per cell: CONTEXT TAG SEEDS (quoted) TRAIN_ARGS...
+case "$STAGE" in
+  grid)
+    [[ "$BASELINE" == "1" ]] && plan+=("none grid-none '$GRID_SEED'")
+    for s in $SCORERS; do for c in $CONFIGS; do
+      plan+=("soft $s-$c '$GRID_SEED' $(cell_args "$s" "$c")")
+    done; done ;;
+  seeds|acvi)
+    if [[ "$DRY_RUN" == "1" && ! -d "$RUNS/$PAIR" ]]; then
+      echo "[recipe] plan: the cells are chosen from $RUNS/$PAIR's grid results when run"
+    else
+      mapfile -t best < <(best_cells "$([[ "$STAGE" == "seeds" ]] && echo 2 || echo 1)")
+      [[ ${#best[@]} -gt 0 ]] || exit 2
+      declare -A seen=()
+      for cell in "${best[@]}"; do
+        read -r s c <<< "$cell"
+        if [[ "$STAGE" == "acvi" ]]; then
+          plan+=("acvi $s-$c '$ACVI_SEEDS' $(cell_args "$s" "$c")")
+          continue
+        fi
+        for cc in "$c" i; do              # the cell, and configuration (i) with its scorer
+          [[ -n "${seen[$s-$cc]:-}" ]] && continue
+          seen[$s-$cc]=1
+          plan+=("soft $s-$cc '$BEST_SEEDS' $(cell_args "$s" "$cc")")
+        done
+      done
+    fi ;;
+esac
+for line in ${plan[@]+"${plan[@]}"}; do echo "[recipe] plan: $line"; done
+recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS GRID_SEED BEST_SEEDS ACVI_SEEDS RUNS \
+  CELL_ABLATE THREADS DEVICE PYTHON USER_DIR
+
+for line in "${plan[@]}"; do
+  eval "cell=($line)"                     # CONTEXT TAG SEEDS ARGS...
+  context="${cell[0]}" tag="${cell[1]}" seeds="${cell[2]}"
+  todo=""
+  for seed in $seeds; do                  # a seed already decoded is kept
+    [[ -f "$(cell_dir "$context" "$tag" "$seed")/bleu_test2017.json" ]] \
+      && echo "[recipe] kept: $(cell_dir "$context" "$tag" "$seed")" || todo+=" $seed"
+  done
+  [[ -z "$todo" ]] && continue
+  CONTEXT="$context" TAG="$tag" SEEDS="${todo# }" PAIR="$PAIR" RUNS="$RUNS" ABLATE="$CELL_ABLATE" \
+    bash "$(dirname "$0")/mt_multi30k.sh" "${cell[@]:3}"
+done
+echo "[recipe] done: STAGE=$STAGE, $RUNS/$PAIR"

@@ -190,6 +190,46 @@ def test_predicted_fertilities_lie_in_their_range_and_are_trained(name):
     assert net.weight.grad is not None and float(net.weight.grad.abs().sum()) > 0
 
 
+@pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax"])
+def test_learns_reversal_with_sparse_alignments(name):
+    """A tiny model (additive scorer), 300 Adam updates on reversal of 3-6 words (each source
+    word is translated once: fertility 1 is the truth): the teacher-forced NLL per token ends far
+    below the entropy of the targets' unigram distribution (2.17 nats; measured 2026-11-28:
+    sparsemax 0.013, csoftmax 0.005, csparsemax 0.008), and the attention has exact zeros: most
+    weights over real source positions for the sparse ones (measured 74 %, 81 %), and for
+    csoftmax, dense below its bounds, those of the words whose fertility is spent (15 %). With
+    the constrained ones no word receives more than its fertility."""
+    import random
+    from test_learnability import reversal_batch, train_reversal
+    from test_seq2seq_model import _dictionary
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    d = _dictionary(8)
+    fert = dict(attention_fertility_value=1.0) if name in CONSTRAINED else {}
+    model, _ = build_model("soft", d, encoder_hidden_size=24, decoder_hidden_size=32,
+                           encoder_embed_dim=16, decoder_embed_dim=16, attention_dim=16,
+                           encoder_layers=1, decoder_layers=1, attention_type="additive",
+                           attention_normalizer=name, **fert)
+    train_reversal(model, d, rng, 300, 32, 3, 6)
+    model.eval()
+    src, lengths, prev, tgt, _ = reversal_batch(d, random.Random(123), 200, 3, 6)
+    with torch.no_grad():
+        lprobs, extra = model(src, lengths, prev)
+    mask = tgt.ne(d.pad())
+    nll = float(-(lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) * mask).sum() / mask.sum())
+    freq = torch.bincount(tgt[mask], minlength=len(d)).float()
+    p = freq[freq > 0] / freq.sum()
+    unigram = float(-(p * p.log()).sum())
+    attn = extra["attn"][0]                                            # (B, T, N)
+    real = mask[:, :, None] & src.ne(d.pad())[:, None, :]
+    zeros = float((attn[real] == 0).float().mean())
+    assert nll < 0.05 * unigram, (nll, unigram, zeros)
+    assert zeros > (0.05 if name == "csoftmax" else 0.5), zeros
+    if name in CONSTRAINED:
+        words = src.ne(d.pad()) & src.ne(d.eos())
+        assert torch.all((attn * mask[:, :, None]).sum(1)[words] <= 1 + 1e-5)
+
+
 def test_pointer_generator_with_coverage_and_csparsemax():
     from test_pointer_generator import _batch as pg_batch, build_model as pg_model
     for name in ("sparsemax", "csparsemax"):
@@ -241,7 +281,7 @@ def data_bin(tmp_path_factory):
 
 
 ROUND_TRIPS = [("sparsemax", ()), ("entmax15", ("--context-inference", "acvi")),
-               ("csoftmax", ()),
+               ("csoftmax", ("--memory-efficient-fp16", "--fp16-init-scale", "8")),
                ("csparsemax", ("--attention-fertility", "predicted",
                                "--attention-fertility-value", "3", "--attention-exhaustion", "0.2"))]
 
@@ -250,6 +290,8 @@ ROUND_TRIPS = [("sparsemax", ()), ("entmax15", ("--context-inference", "acvi")),
 def test_round_trip_through_fairseq_train_and_generate(data_bin, tmp_path, name, extra):
     res = train(data_bin, tmp_path, "--attention-normalizer", name, *extra)
     check_finite_losses(res)
+    if "--memory-efficient-fp16" in extra:           # the model in fp16, the weights in float32
+        assert "loss_scale" in res.stdout + res.stderr
     ckpt = tmp_path / "checkpoint_best.pt"
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
     assert state["args"].attention_normalizer == name if state.get("args") else \

@@ -14,7 +14,8 @@
                sentence (:meth:`AttentionNormalizer.prepare`) and trained with the model.
 
   c = ``--attention-exhaustion`` (default 0) adds c·u_t to the scores, which pushes attention
-  towards words whose fertility is not used up (Malaviya et al.'s exhaustion strategy).
+  towards words whose fertility is not used up (our reading of Malaviya et al.'s exhaustion
+  strategy, the ``cattn`` of their scripts; docs/method.md §3.5).
   The **sink**: the last real source position (fairseq's ``</s>``, which every source of the text
   tasks ends with; the captioner's last frame) has an unbounded fertility (its bound is 1 at every
   step), so that every step's bounds sum to ≥ 1 and the problem stays feasible after the words'

@@ -234,6 +234,13 @@ def test_pointer_generator_and_captioner_get_both_options_through_the_shared_dec
     inc, full, _ = incremental_and_full(model, src, lengths, prev)
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)
+    # the gold-token path of training (the copy switch reads q_t of u_t = [q_t ; d_t]) gives the
+    # same log-probabilities as the full distribution
+    tgt = torch.cat([prev[:, 1:], torch.full((3, 1), d.pad())], 1)
+    with torch.no_grad():
+        _, extra = model(src, lengths, prev, target=tgt, score_target=True)
+    gathered = full.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(extra["target_lprobs"][nonpad], gathered[nonpad])
     torch.manual_seed(0)
     model, d, _ = vc.build("acvi", decoder_hidden_size=8, attend_decoder_past=True,
                            self_attention_heads=2)

@@ -75,6 +75,8 @@ setup(
         "sacrebleu>=2.0",
         "sacremoses",
         "sentencepiece",
+        # --attention-normalizer sparsemax / entmax15 (and the constrained normalisers' tests)
+        "entmax>=1.3",
         # torch.utils.cpp_extension builds the t-MEM-NN CPU kernel with ninja
         "ninja",
     ],

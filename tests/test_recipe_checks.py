@@ -52,6 +52,12 @@ BAD = {
     "mt_parallel.sh": [({"DATA_BIN": CORPUS, "SEEDS": "one"}, "SEEDS"),
                        ({"DATA_BIN": CORPUS, "MAX_EPOCH": "ten"}, "MAX_EPOCH"),
                        ({"DATA_BIN": CORPUS, "LR": "1e-3e"}, "LR"), ({"DATA_BIN": CORPUS, "TRAIN": "yes"}, "TRAIN")],
+    "mt_normalizers.sh": [({"SEEDS": "one"}, "SEEDS"), ({"FERTILITY_VALUE": "two"}, "FERTILITY_VALUE"),
+                          ({"NORMALIZERS": "softmax sparse"}, "NORMALIZERS")],
+    "mt_attention_grid.sh": [({"HEADS": "two"}, "HEADS"), ({"BEST_SEEDS": "1 two"}, "BEST_SEEDS"),
+                             ({"STAGE": "all"}, "STAGE"), ({"SCORERS": "dot"}, "SCORERS")],
+    "captioning_msrvtt.sh": [({"MAX_EPOCH": "ten"}, "MAX_EPOCH"), ({"LR": "1e-3x"}, "LR"),
+                             ({"SPLIT_SIZES": "800 one 100"}, "SPLIT_SIZES"), ({"CONTEXT": "acvii"}, "CONTEXT")],
 }
 
 #: per recipe, variables given to a dry run and values its settings line must show (given values,
@@ -86,6 +92,16 @@ RESOLVED = {
     "mt_parallel.sh": ({"DATA_BIN": CORPUS, "SEEDS": "4 5"},
                        {"SRC": "en", "TGT": "xx", "SEEDS": "4 5", "EVAL_SPLITS": "valid test", "RUNS": "runs/corpus",
                         "GEN_ARGS": "--max-len-a 2 --max-len-b 10 --remove-bpe sentencepiece", "MAX_EPOCH": "50"}),
+    "mt_normalizers.sh": ({"NORMALIZERS": "csparsemax", "PAIR": "en_fr"},
+                          {"NORMALIZERS": "csparsemax", "DATA_BIN": "data-bin/multi30k_en_fr", "SEEDS": "1 2 3",
+                           "STATS_SPLIT": "test2016", "CNNDM": "0"}),
+    "mt_attention_grid.sh": ({"STAGE": "grid", "SCORERS": "additive key-value", "CONFIGS": "i iii"},
+                             {"STAGE": "grid", "SCORERS": "additive key-value", "CONFIGS": "i iii",
+                              "HEADS": "2", "RUNS": "runs/mt_attention_grid", "BEST_SEEDS": "1 2 3"}),
+    "captioning_msrvtt.sh": ({"CONTEXT": "none", "SEED": "2"},
+                             {"CONTEXT": "none", "NO_VIDEO": "1", "SEED": "2", "MAX_EPOCH": "8",
+                              "SAVE_DIR": "checkpoints/captioning_msrvtt_none_seed2",
+                              "ARCH": "acvi_video_captioner_msrvtt_cpu"}),
 }
 
 

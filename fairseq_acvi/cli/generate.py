@@ -22,6 +22,24 @@ changed at all. With it, two things are hooked for the duration of the run:
 
   (E_k H[p_k] = UH − U.) With ``--quiet`` there are no ``P-`` lines and so no ``U-`` lines.
 
+  Where the prediction averages members (an ensemble ``--path a.pt:b.pt``, or ``--mc-dropout``),
+  U and UH are over all members × context samples, and one more line follows:
+
+      UM-<id>   the members' part of U: what their predictions disagree about, bits
+
+  With ``--print-sentence-uncertainty``, a line per hypothesis of its sentence-level scores
+  (:mod:`fairseq_acvi.generation.sentence_scores`, bits):
+
+      US-<id>   mean_mi=… max_mi=… entropy=… logprob=…
+
+Monte-Carlo dropout (``--mc-dropout K``, optionally ``--mc-dropout-rate P``; docs/uncertainty.md
+§6): every model is wrapped by :func:`fairseq_acvi.modules.mc_dropout.wrap_mc_dropout` before
+the generator is built: K dropout chains, averaged in probability space at every step, their masks
+shared by the beam rows of a sentence. These are options of this command, beside
+``--print-uncertainty``, and not model options: they change how a trained model is evaluated, not
+the model (a model option would be saved in checkpoints and read by training), and fairseq's own
+generation options cannot be extended by a plugin.
+
 Soft attention and K = 0 have one distribution per step: U is 0 and UH their entropy.
 ``fairseq-generate`` itself cannot print extra lines without a fork of its loop, hence this
 entry point; the per-token values are also in ``hypo["uncertainty"]`` for code that calls the
@@ -37,7 +55,10 @@ import fairseq_cli.generate as fairseq_generate
 from fairseq import options
 
 from fairseq_acvi.cli import with_user_dir
+from fairseq_acvi.generation.sentence_scores import SCORES
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
+from fairseq_acvi.modules.mc_dropout import (check_members, check_rate, set_rows_per_sentence,
+                                             wrap_mc_dropout)
 from fairseq_acvi.modules.uncertainty import ENTROPY, MUTUAL_INFORMATION
 
 LINES = {"mi": (("U", MUTUAL_INFORMATION),),
@@ -54,8 +75,10 @@ class UncertaintyLines:
     uncertainty lines after each ``P-<id>`` line. ``holder["generator"]`` is the enabled generator;
     the j-th ``P-`` line of an id belongs to its j-th hypothesis."""
 
-    def __init__(self, out, holder: dict, mode: str):
-        self.out, self.holder, self.lines = out, holder, LINES[mode]
+    def __init__(self, out, holder: dict, mode: Optional[str], sentence: bool = False):
+        self.out, self.holder = out, holder
+        self.lines = LINES[mode] if mode else ()
+        self.sentence = sentence
         self.buf, self.seen = "", {}
 
     def write(self, text: str) -> int:
@@ -71,9 +94,16 @@ class UncertaintyLines:
         sid = int(line[2:].split("\t", 1)[0])
         j = self.seen.get(sid, 0)
         self.seen[sid] = j + 1
-        u = self.holder["generator"].last_batch[sid][j]              # (T, 3) nats
+        hypo = self.holder["generator"].last_hypos[sid][j]
+        u = hypo["uncertainty"]                                         # (T, 3) nats
         for prefix, field in self.lines:
             self.out.write(format_line(prefix, sid, u[:, field].tolist()) + "\n")
+        if self.lines and "members_mi" in hypo:
+            self.out.write(format_line("UM", sid, hypo["members_mi"].tolist()) + "\n")
+        if self.sentence:
+            scores = hypo["sentence_uncertainty"]                      # nats
+            self.out.write(f"US-{sid}\t" + " ".join(f"{k}={scores[k] / math.log(2):.4f}"
+                                                    for k in SCORES) + "\n")
 
     def flush(self):
         if self.buf:
@@ -86,25 +116,37 @@ class UncertaintyLines:
 
 
 @contextlib.contextmanager
-def uncertainty_hooks(mode: str):
-    """Within the block, fairseq's generate uses an uncertainty-recording generator and writes
-    the ``U-`` lines (module docstring)."""
+def uncertainty_hooks(mode: Optional[str], sentence: bool = False,
+                      mc_dropout: Optional[int] = None, mc_dropout_rate: Optional[float] = None):
+    """Within the block, fairseq's generate wraps its models for MC dropout (``mc_dropout`` K),
+    uses an uncertainty-recording generator (``mode`` or ``sentence``) and writes the ``U-`` /
+    ``US-`` lines (module docstring)."""
     holder = {}
+    record = bool(mode) or sentence
     setup_task, main_loop = fairseq.tasks.setup_task, fairseq_generate._main
 
     def setup_task_hooked(cfg, **kwargs):
         task = setup_task(cfg, **kwargs)
         build = task.build_generator
 
-        def build_generator(*args, **kw):
-            holder["generator"] = enable_uncertainty(build(*args, **kw))
-            return holder["generator"]
+        def build_generator(models, *args, **kw):
+            if mc_dropout:
+                models = [wrap_mc_dropout(m, mc_dropout, mc_dropout_rate) for m in models]
+            gen = build(models, *args, **kw)
+            if record:
+                gen = enable_uncertainty(gen)
+            elif mc_dropout:
+                set_rows_per_sentence(models, gen.beam_size)
+            holder["generator"] = gen
+            return gen
 
         task.build_generator = build_generator
         return task
 
     def main_hooked(cfg, output_file):
-        lines = UncertaintyLines(output_file, holder, mode)
+        if not record:
+            return main_loop(cfg, output_file)
+        lines = UncertaintyLines(output_file, holder, mode, sentence)
         try:
             return main_loop(cfg, lines)
         finally:
@@ -125,7 +167,21 @@ def build_parser():
     group.add_argument("--print-uncertainty", nargs="?", const="mi", choices=sorted(LINES),
                        default=None,
                        help="after each P- line print U-<id>, the per-token mutual information "
-                            "(bits); 'all' adds UH-<id>, the predictive entropy (docs/uncertainty.md)")
+                            "(bits); 'all' adds UH-<id>, the predictive entropy; UM-<id>, the "
+                            "members' part, where the prediction averages members "
+                            "(docs/uncertainty.md)")
+    group.add_argument("--print-sentence-uncertainty", action="store_true",
+                       help="after each P- line print US-<id>: the hypothesis's mean and max "
+                            "token mutual information, mean predictive entropy and "
+                            "length-normalised log-probability (bits; docs/uncertainty.md §7)")
+    group.add_argument("--mc-dropout", type=int, metavar="K", default=None,
+                       help="Monte-Carlo dropout: average, at every step, the distributions of K "
+                            "dropout-masked chains of each model in probability space, the masks "
+                            "shared by the beam rows of a sentence (docs/uncertainty.md §6; "
+                            "LSTM seq2seq models of the plugin; default off)")
+    group.add_argument("--mc-dropout-rate", type=float, metavar="P", default=None,
+                       help="with --mc-dropout: this dropout probability wherever the model "
+                            "applies dropout (default: the model's own, as trained)")
     return parser
 
 
@@ -133,10 +189,17 @@ def cli_main(argv: Optional[list] = None):
     """Run fairseq's generate on ``argv`` (default: the command line), ``--user-dir`` added when
     absent (:func:`fairseq_acvi.cli.with_user_dir`)."""
     args = options.parse_args_and_arch(build_parser(), input_args=with_user_dir(argv))
-    mode = args.print_uncertainty
-    if mode is None:
+    mode, sentence = args.print_uncertainty, args.print_sentence_uncertainty
+    mc = args.mc_dropout
+    if mc is not None:
+        check_members(mc)
+    if args.mc_dropout_rate is not None:
+        if mc is None:
+            raise ValueError("--mc-dropout-rate needs --mc-dropout K")
+        check_rate(args.mc_dropout_rate)
+    if mode is None and not sentence and mc is None:
         return fairseq_generate.main(args)
-    with uncertainty_hooks(mode):
+    with uncertainty_hooks(mode, sentence, mc, args.mc_dropout_rate):
         return fairseq_generate.main(args)
 
 

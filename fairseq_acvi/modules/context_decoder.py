@@ -173,6 +173,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
     #: with ``record_uncertainty`` and an incremental state: the (B, t, 3) per-step uncertainties
     #: of every beam row's path after the latest step (None before the first step)
     uncertainty_path: Optional[Tensor] = None
+    #: with ``record_uncertainty`` and an incremental state: log p̄ (B, V) of the latest step, what
+    #: an ensemble of decoders averages (generation/uncertainty.py; a reference, no copy)
+    last_lprobs: Optional[Tensor] = None
 
     @property
     def supports_target_scoring(self) -> bool:
@@ -334,13 +337,14 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if stats is not None:
             u = stats.get("uncertainty")
             self._keep_uncertainty(unc.single(lprobs) if u is None else u, extra, new_cache,
-                                   incremental_state)
+                                   incremental_state, lprobs)
         return lprobs, extra
 
     def _keep_uncertainty(self, u: Tensor, extra: Dict, new_cache: Dict[str, Tensor],
-                          incremental_state) -> None:
+                          incremental_state, lprobs: Tensor) -> None:
         """u (B, T, 3) float32 -> ``extra["uncertainty"]``; when decoding incrementally, appended
-        to the path history of the incremental state (``uq`` (B, t, 3)), :attr:`uncertainty_path`."""
+        to the path history of the incremental state (``uq`` (B, t, 3)), :attr:`uncertainty_path`,
+        and the latest step's log p̄ (B, V) of ``lprobs`` (B, T, V) in :attr:`last_lprobs`."""
         extra["uncertainty"] = u
         if incremental_state is not None:
             prev = new_cache.get("uq")
@@ -348,6 +352,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             new_cache["uq"] = path
             self.set_incremental_state(incremental_state, "cache", new_cache)
             self.uncertainty_path = path
+            self.last_lprobs = lprobs[:, -1]
 
     # ------------------------------------------------------------------------------------------
     def output_log_probs(self, s: Tensor, ctx: Tensor, out: StepOutput, x: Tensor,

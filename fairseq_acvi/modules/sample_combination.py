@@ -11,6 +11,10 @@ given). Three combinations, all float32 and in log space:
 :func:`combine_samples` forms one from all S at once; :class:`RunningCombination` from chunks of
 samples, for decoders that push the S contexts through the output layer a chunk at a time (the
 LSTM decoder, the transformer), so that memory holds one (..., V) running sum.
+
+:func:`average_members` is the "prob" combination of M equally weighted *members* (the chains of
+MC dropout, modules/mc_dropout.py; docs/uncertainty.md §6), written so that M identical members
+give back their distribution bit for bit.
 """
 from typing import Optional
 
@@ -33,6 +37,17 @@ def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Ten
     comb = RunningCombination(mode)
     comb.add(lp, log_weights)
     return comb.result()
+
+
+def average_members(lp: Tensor) -> Tensor:
+    """log (1/M) Σ_m p_m: lp (..., M, V) float32 log-probabilities, may hold −inf -> (..., V).
+
+    Formed as m + log mean_m exp(lp_m − m) with m the largest member's value per token, so that
+    M identical members return exactly their own values (exp(0) = 1, mean 1, log 1 = 0); a token
+    that every member gives −inf stays −inf."""
+    top = lp.max(dim=-2, keepdim=True).values
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    return (top + torch.log(torch.exp(lp - top).mean(dim=-2, keepdim=True))).squeeze(-2)
 
 
 def weigh(lp: Tensor, log_w: Tensor, mode: str) -> Tensor:

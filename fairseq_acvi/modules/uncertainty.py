@@ -16,6 +16,14 @@ attention, K = 0) has I = 0 and H[p̄] = E H.
 
 The three numbers are stacked on a last dimension of size 3 in the order of :data:`FIELDS`. They
 are diagnostics: computed from detached inputs, no gradient flows through them.
+
+Members (docs/uncertainty.md §6): a prediction that averages M members with equal weights (the
+checkpoints of an ensemble, the chains of MC dropout), each of which may itself average S context
+samples, is the average of all M × S distributions, p̄ = (1/M) Σ_m p̄_m, p̄_m = Σ_s w_s p_ms.
+:func:`combine_members` gives its decomposition over all M × S from the members' own rows (the
+mutual information splits as I = I_members + E_m I_m, with I_members = H[p̄] − E_m H[p̄_m] the
+members' disagreement and I_m the mutual information of member m's samples) and adds I_members as
+a fourth number (:data:`MEMBERS_MUTUAL_INFORMATION`).
 """
 import math
 from typing import Optional
@@ -26,6 +34,8 @@ from torch import Tensor
 #: the order of the last dimension of every result of this module
 FIELDS = ("entropy", "expected_entropy", "mutual_information")
 ENTROPY, EXPECTED_ENTROPY, MUTUAL_INFORMATION = range(3)
+#: the fourth number of a prediction that averages members (:func:`combine_members`): their part of I
+MEMBERS_MUTUAL_INFORMATION = 3
 
 
 #: rows of (S, V) processed together by :func:`decompose`: about this many float32 elements (1 MiB),
@@ -111,3 +121,23 @@ class SampleAccumulator:
         h = single(lp_mean)[..., ENTROPY]
         mi = (h - self.expected).clamp_min(0.0)
         return torch.stack([self.expected + mi, self.expected, mi], dim=-1)
+
+
+def combine_members(lp: Tensor, lp_mean: Tensor, u: Tensor) -> Tensor:
+    """The decomposition of an equal-weight average of M members (module docstring).
+
+    lp: (..., M, V) log p̄_m, each member's own prediction; lp_mean: (..., V) log (1/M) Σ_m p̄_m;
+    u: (..., M, 3 or 4) the members' own rows (H[p̄_m], E_s H[p_ms], I_m [, I_members of m when
+    the member itself averages members]). Returns (..., 4) float32, nats: H[p̄], E_{m,s} H[p_ms],
+    I over all M × S distributions, and I_members (the part of I that the members' predictions
+    disagree about, plus the members' own I_members; 0 for identical members).
+    E H is the mean of the members' E H; I = (H[p̄] − E_m H[p̄_m]) + E_m I_m, H[p̄] = E H + I, so
+    that H[p̄] ≥ E H ≥ 0 and I ≥ I_members ≥ 0 hold exactly.
+    """
+    between = decompose(lp, lp_mean)[..., MUTUAL_INFORMATION]       # H[p̄] − E_m H[p̄_m] ≥ 0
+    u = u.detach().float()
+    expected = u[..., EXPECTED_ENTROPY].mean(-1)
+    mi = between + u[..., MUTUAL_INFORMATION].mean(-1)
+    inner = (u[..., MEMBERS_MUTUAL_INFORMATION].mean(-1) if u.size(-1) > MEMBERS_MUTUAL_INFORMATION
+             else torch.zeros_like(between))
+    return torch.stack([expected + mi, expected, mi, between + inner], dim=-1)

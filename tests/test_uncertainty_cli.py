@@ -87,3 +87,29 @@ def test_calibration_command_reports_ece_and_auroc(data_bin, acvi_checkpoint, tm
     assert (out / "mutual_information.png").read_bytes()[:4] == b"\x89PNG"
     md = (out / "calibration.md").read_text()
     assert "| acvi | 4 |" in md and f"{acvi['ece']:.4f}" in md
+
+
+def test_calibration_of_ensembles_and_mc_dropout(data_bin, acvi_checkpoint, tmp_path):  # noqa: F811
+    """``--model NAME=a:b`` is an ensemble, ``--mc-dropout NAME=K`` K dropout chains (K = 0
+    context samples here: ACVI's mean context, one distribution per member)."""
+    out = tmp_path / "cal"
+    ckpt = str(acvi_checkpoint)
+    run_cli("fairseq_acvi.cli.calibration", "--data", data_bin, "--subset", "valid",
+            "--model", f"one={ckpt}", "--model", f"twice={ckpt}:{ckpt}", "--model", f"mc={ckpt}",
+            "--mc-dropout", "mc=3", "--mc-samples", "0", "--batch-size", "7", "--bootstrap", "20",
+            "--out-dir", out, "--save-tokens")
+    rep = json.loads((out / "calibration.json").read_text())["models"]
+    one, twice, mc = rep["one"], rep["twice"], rep["mc"]
+    assert (one["samples"], twice["samples"], mc["samples"]) == (1, 2, 3)
+    # identical members: the same predictions, bit for bit, and no mutual information
+    assert twice["ece"] == one["ece"] and twice["accuracy"] == one["accuracy"]
+    assert not twice["averages_samples"] and twice["auroc_wrong"]["mutual_information"] is None
+    # the dropout chains disagree: all of I is theirs (one distribution per chain)
+    assert mc["averages_samples"] and mc["ece"] != one["ece"]
+    assert mc["auroc_wrong"]["members_mutual_information"] == mc["auroc_wrong"]["mutual_information"]
+    import numpy as np
+    with np.load(out / "tokens_mc.npz") as z:
+        assert np.array_equal(z["members_mutual_information"], z["mutual_information"])
+        assert z["mutual_information"].max() > 0
+    with np.load(out / "tokens_twice.npz") as z:
+        assert not z["members_mutual_information"].any()

@@ -24,6 +24,12 @@ the confidence max_v p̄_t(v), H[p̄_t], E_k H[p_t^(k)] and the mutual informati
   tokens and Spearman's ρ between H[p̄] and I; ``mutual_information.png`` shows I for right and
   wrong tokens.
 
+Ensembles and Monte-Carlo dropout (docs/uncertainty.md §6): ``--model NAME=a.pt:b.pt`` averages
+the checkpoints' distributions in probability space (as ``fairseq-generate --path a.pt:b.pt``)
+and ``--mc-dropout NAME=K`` gives the model NAME K dropout chains (``--mc-dropout-rate P``: their
+dropout probability instead of the model's own); their numbers are over all members × context
+samples, and the members' part of I (``members_mutual_information``) is kept beside them.
+
 Outputs in ``--out-dir``: ``calibration.json`` (everything above, with the bins), ``calibration.md``
 (the table) and the two PNGs (matplotlib, ``pip install -e .[eval]``); with ``--save-tokens`` the
 per-token arrays (``tokens_NAME.npz``), from which ``--render-only`` redraws the table and PNGs.
@@ -41,16 +47,27 @@ import torch
 from fairseq_acvi.metrics.calibration import (auroc, bootstrap_interval,
                                               expected_calibration_error, rank_correlation,
                                               reliability_bins, stratified_auroc)
-from fairseq_acvi.modules.uncertainty import ENTROPY, EXPECTED_ENTROPY, MUTUAL_INFORMATION
+from fairseq_acvi.modules.mc_dropout import check_members, check_rate, wrap_mc_dropout
+from fairseq_acvi.modules.sample_combination import average_members
+from fairseq_acvi.modules.uncertainty import (ENTROPY, EXPECTED_ENTROPY,
+                                              MEMBERS_MUTUAL_INFORMATION, MUTUAL_INFORMATION,
+                                              combine_members)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", help="data-bin folder the models were trained on")
     p.add_argument("--subset", default="valid", help="fairseq subset name (valid, test, test1)")
-    p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
-                   help="a model to evaluate (repeat the option for each)")
+    p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT[:CHECKPOINT…]",
+                   help="a model to evaluate (repeat the option for each); several checkpoints "
+                        "joined by ':' are an ensemble")
     p.add_argument("--mc-samples", type=int, default=10, help="K for models that sample (ACVI)")
+    p.add_argument("--mc-dropout", action="append", default=[], metavar="NAME=K",
+                   help="Monte-Carlo dropout for the model NAME: K dropout chains averaged "
+                        "(docs/uncertainty.md §6; repeat for each model)")
+    p.add_argument("--mc-dropout-rate", type=float, default=None, metavar="P",
+                   help="the dropout probability of the --mc-dropout chains (default: each "
+                        "model's own)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
     p.add_argument("--max-sentences", type=int, default=None, help="only the first N sentences")
     p.add_argument("--bins", type=int, default=15, help="confidence bins of the ECE")
@@ -80,29 +97,61 @@ def parse_models(specs: List[str]) -> List[Tuple[str, str]]:
     return out
 
 
+def parse_mc_dropout(specs: List[str], names: List[str]) -> Dict[str, int]:
+    """``--mc-dropout NAME=K`` options -> {NAME: K}, NAME one of the ``--model`` names."""
+    out = {}
+    for spec in specs:
+        name, sep, k = spec.partition("=")
+        if not sep or name not in names or not k.isdigit():
+            raise ValueError(f"--mc-dropout takes NAME=K with NAME one of the --model names "
+                             f"({', '.join(names)}) and K a whole number, got {spec!r}")
+        out[name] = check_members(int(k))
+    return out
+
+
+def predict(models, net_input: Dict) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forced prediction of one model or the equal-weight average of several (their
+    decoders recording their uncertainty): (log p̄ (B, T, V) float32, uncertainty (B, T, 3 or 4)),
+    the 4th column being the members' part of I (:func:`combine_members`)."""
+    outs = [m(**net_input) for m in models]
+    if len(outs) == 1:
+        return outs[0][0].float(), outs[0][1]["uncertainty"]
+    lp = torch.stack([o[0].float() for o in outs], dim=-2)                   # (B, T, M, V)
+    mean = average_members(lp)
+    rows = [o[1]["uncertainty"] for o in outs]
+    width = max(r.size(-1) for r in rows)
+    rows = [torch.nn.functional.pad(r, (0, width - r.size(-1))) for r in rows]
+    return mean, combine_members(lp, mean, torch.stack(rows, dim=-2))
+
+
 def token_statistics(model, task, subset: str, batch_size: int,
                      max_sentences: Optional[int] = None) -> Dict[str, np.ndarray]:
     """Teacher-forced per-token statistics of ``subset``: arrays over the n reference tokens
     (``</s>`` included, padding left out): sentence (its index in the subset), confidence,
-    correct, gold_logprob, entropy, expected_entropy, mutual_information (nats)."""
+    correct, gold_logprob, entropy, expected_entropy, mutual_information,
+    members_mutual_information (nats; 0 for one model without MC dropout). ``model``: a model or
+    a list of them (an ensemble)."""
+    models = model if isinstance(model, (list, tuple)) else [model]
     dataset = task.dataset(subset)
     n = len(dataset) if max_sentences is None else min(max_sentences, len(dataset))
     cols = {k: [] for k in ("sentence", "confidence", "correct", "gold_logprob", "entropy",
-                            "expected_entropy", "mutual_information")}
+                            "expected_entropy", "mutual_information",
+                            "members_mutual_information")}
     pad = task.target_dictionary.pad()
-    model.eval()
-    model.decoder.record_uncertainty = True
+    for m in models:
+        m.eval()
+        m.decoder.record_uncertainty = True
     try:
         with torch.no_grad():
             for start in range(0, n, batch_size):
                 sample = dataset.collater([dataset[i] for i in range(start, min(n, start + batch_size))])
-                lprobs, extra = model(**sample["net_input"])
+                lprobs, u = predict(models, sample["net_input"])
                 target = sample["target"]
                 keep = target.ne(pad)                                     # (B, T)
-                lp = lprobs.float()[keep]                                 # (n_tok, V)
+                lp = lprobs[keep]                                         # (n_tok, V)
                 tgt = target[keep]
                 top_lp, top = lp.max(-1)
-                u = extra["uncertainty"][keep]                             # (n_tok, 3)
+                u = u[keep]                                               # (n_tok, 3 or 4)
                 cols["sentence"].append(sample["id"][:, None].expand_as(target)[keep])
                 cols["confidence"].append(top_lp.exp())
                 cols["correct"].append(top.eq(tgt))
@@ -110,8 +159,12 @@ def token_statistics(model, task, subset: str, batch_size: int,
                 cols["entropy"].append(u[:, ENTROPY])
                 cols["expected_entropy"].append(u[:, EXPECTED_ENTROPY])
                 cols["mutual_information"].append(u[:, MUTUAL_INFORMATION])
+                cols["members_mutual_information"].append(
+                    u[:, MEMBERS_MUTUAL_INFORMATION] if u.size(-1) > MEMBERS_MUTUAL_INFORMATION
+                    else torch.zeros_like(u[:, 0]))
     finally:
-        model.decoder.record_uncertainty = False
+        for m in models:
+            m.decoder.record_uncertainty = False
     return {k: torch.cat(v).numpy() for k, v in cols.items()}
 
 
@@ -135,6 +188,10 @@ def summarize(stats: Dict[str, np.ndarray], n_bins: int, samples: int) -> dict:
             "entropy": auroc(stats["entropy"], wrong),
             "expected_entropy": auroc(stats["expected_entropy"], wrong) if has_samples else None,
             "mutual_information": auroc(mi, wrong) if has_samples else None,
+            "members_mutual_information": (
+                auroc(stats["members_mutual_information"], wrong)
+                if "members_mutual_information" in stats
+                and bool((stats["members_mutual_information"] > 0).any()) else None),
             # what I adds to H[p̄]: its AUROC within the deciles of H[p̄] (0.5: nothing)
             "mutual_information_within_entropy_deciles": (
                 stratified_auroc(mi, wrong, stats["entropy"], 10) if has_samples else None),
@@ -298,6 +355,8 @@ def main(argv=None):
     if not args.data or not args.model:
         raise SystemExit("--data and at least one --model are required (or --render-only)")
     args.models = parse_models(args.model)
+    mc = parse_mc_dropout(args.mc_dropout, [n for n, _ in args.models])
+    rate = check_rate(args.mc_dropout_rate)
     torch.set_num_threads(args.threads)
     import fairseq_acvi  # noqa: F401  (registers the models)
     from fairseq import checkpoint_utils
@@ -306,13 +365,17 @@ def main(argv=None):
     results, stats = {}, {}
     for name, path in args.models:
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-            [path], arg_overrides={"data": args.data, "mc_samples": args.mc_samples})
+            path.split(":"), arg_overrides={"data": args.data, "mc_samples": args.mc_samples})
         task.load_dataset(args.subset)
-        model = models[0]
-        # K where the context inference samples (ACVI), else 1 (one distribution per step)
-        samples = getattr(getattr(model.decoder, "context", None), "mc_samples", None) or 1
+        # K where the context inference samples (ACVI), else 1 (one distribution per step), times
+        # the members: the checkpoints and the dropout chains
+        samples = len(models) * mc.get(name, 1) * (
+            getattr(getattr(models[0].decoder, "context", None), "mc_samples", None) or 1)
+        if name in mc:
+            models = [wrap_mc_dropout(m, mc[name], rate) for m in models]
         torch.manual_seed(args.seed)
-        stats[name] = token_statistics(model, task, args.subset, args.batch_size, args.max_sentences)
+        stats[name] = token_statistics(models, task, args.subset, args.batch_size,
+                                       args.max_sentences)
         results[name] = summarize(stats[name], args.bins, samples)
         if args.save_tokens:
             np.savez_compressed(os.path.join(args.out_dir, f"tokens_{name}.npz"), **stats[name])
@@ -325,6 +388,7 @@ def main(argv=None):
         results[name]["ece_minus_first"] = ece_difference(stats[name], stats[base], args.bins,
                                                           args.bootstrap, args.seed)
     report = {"data": args.data, "subset": args.subset, "bins": args.bins, "seed": args.seed,
+              "mc_dropout": mc, "mc_dropout_rate": rate,
               "max_sentences": args.max_sentences, "bootstrap_resamples": args.bootstrap,
               "models": {n: dict(results[n], checkpoint=p) for n, p in args.models}}
     with open(os.path.join(args.out_dir, "calibration.json"), "w") as f:

@@ -13,12 +13,18 @@
   count-weighted mean.
 * :func:`bootstrap_interval`: a percentile interval of a statistic over groups (sentences) drawn
   with replacement, the same draws for paired models.
+* :func:`pearson`: Pearson's correlation.
+* :func:`paired_bootstrap_methods`: the value of one statistic for several methods on the same
+  sentences, its percentile interval per method and the interval of each method's difference to
+  the first, every method drawn with the same resamples of the sentences (paired; a stratum per
+  set for out-of-domain detection, where in-domain and out-of-domain sentences are drawn
+  separately).
 
 Inputs are 1-D arrays (numpy or torch, any float type); computed in float64.
 """
 import math
 from dataclasses import dataclass
-from typing import List
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -140,3 +146,55 @@ def bootstrap_interval(statistic, groups, n_resamples: int = 1000, level: float 
               for _ in range(n_resamples)]
     lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def pearson(x, y) -> float:
+    """Pearson's correlation of x and y (n,); nan when either is constant."""
+    a, b = _array(x), _array(y)
+    if a.shape != b.shape:
+        raise ValueError(f"x {a.shape} and y {b.shape} differ in length")
+    a, b = a - a.mean(), b - b.mean()
+    den = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum() / den) if den > 0 else float("nan")
+
+
+def resample_indices(strata: Sequence[int], n_resamples: int, seed: int) -> np.ndarray:
+    """(n_resamples, n) item indices: each resample draws, within every stratum (strata (n,)
+    labels), as many items as it holds, with replacement."""
+    labels = _array(strata, np.int64)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, labels.size), dtype=np.int64)
+    for lab in np.unique(labels):
+        members = np.flatnonzero(labels == lab)
+        out[:, members] = members[rng.integers(0, members.size, (n_resamples, members.size))]
+    return out
+
+
+def paired_bootstrap_methods(statistic: Callable[[str, np.ndarray], float], methods: List[str],
+                             n: int, n_resamples: int = 1000, level: float = 0.95, seed: int = 0,
+                             strata: Optional[Sequence[int]] = None) -> Dict[str, dict]:
+    """``statistic(method, idx)`` of every method on the items ``idx`` (m,) of n shared items
+    (sentences), on all of them and on ``n_resamples`` resamples (:func:`resample_indices`, one
+    stratum unless ``strata`` (n,)), the same resamples for every method. Returns per method
+    ``{"value", "interval": [lo, hi], "minus_first": {"value", "interval"}}`` (the difference to
+    the first method, absent for the first itself); nan resamples are left out."""
+    if not methods:
+        raise ValueError("no methods")
+    idx = resample_indices(np.zeros(n, np.int64) if strata is None else strata, n_resamples, seed)
+    everything = np.arange(n)
+    q = [(1 - level) / 2, (1 + level) / 2]
+
+    def interval(values):
+        v = np.asarray(values, np.float64)
+        v = v[~np.isnan(v)]
+        return [float(x) for x in np.quantile(v, q)] if v.size else [float("nan")] * 2
+
+    values = {m: np.array([statistic(m, i) for i in idx]) for m in methods}
+    out = {}
+    for m in methods:
+        out[m] = {"value": float(statistic(m, everything)), "interval": interval(values[m])}
+        if m != methods[0]:
+            out[m]["minus_first"] = {
+                "value": out[m]["value"] - float(statistic(methods[0], everything)),
+                "interval": interval(values[m] - values[methods[0]])}
+    return out

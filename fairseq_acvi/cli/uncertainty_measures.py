@@ -253,17 +253,20 @@ def markdown(report: dict) -> str:
         lines.append("")
     if "quality_estimation" in report:
         qe = report["quality_estimation"]
-        cols = [(k, q, c) for k in SCORES for q in QUALITIES for c in CORRELATIONS]
         lines += [f"## Sentence-level quality estimation ({qe['sentences']} sentences)", "",
                   "Correlation of each score with the sentence's chrF / BLEU (an uncertainty "
-                  "should correlate negatively, logprob positively).", "",
-                  "| method | chrF | BLEU | " + " | ".join(f"{k} ~ {q} ({c})" for k, q, c in cols)
-                  + " |", "|---" * (len(cols) + 3) + "|"]
-        for m in methods:
-            lines.append(f"| {m} | {qe['quality'][m]['chrf']:.2f} | "
-                         f"{qe['quality'][m]['bleu']:.2f} | "
-                         + " | ".join(_cell(qe[k][q][c][m]) for k, q, c in cols) + " |")
-        lines.append("")
+                  "should correlate negatively, logprob positively). Corpus means: "
+                  + "; ".join(f"{m} chrF {qe['quality'][m]['chrf']:.2f}, BLEU "
+                              f"{qe['quality'][m]['bleu']:.2f}" for m in methods) + ".", ""]
+        for q in QUALITIES:
+            for c in CORRELATIONS:
+                lines += [f"### {c.capitalize()} with sentence {q}", "",
+                          "| method | " + " | ".join(SCORES) + " |",
+                          "|---" * (len(SCORES) + 1) + "|"]
+                for m in methods:
+                    lines.append(f"| {m} | " + " | ".join(_cell(qe[k][q][c][m]) for k in SCORES)
+                                 + " |")
+                lines.append("")
     if "ood_detection" in report:
         od = report["ood_detection"]
         lines += [f"## Out-of-domain detection ({od['in_domain']} in-domain, "

@@ -1,4 +1,4 @@
-"""The uncertainty study's measures from decoded output (fairseq_acvi/cli/uncertainty_measures.py,
+"""The uncertainty study's measures from decoded output (fairseq_acvi/generation/uncertainty_measures.py,
 metrics/calibration.py ``pearson`` / ``paired_bootstrap_methods``) on hand-made inputs."""
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fairseq_acvi.cli import uncertainty_measures as um
+from fairseq_acvi.generation import uncertainty_measures as um
 from fairseq_acvi.metrics.calibration import paired_bootstrap_methods, pearson, resample_indices
 
 REFS = ["a b c d e", "f g h i j", "k l m n o", "p q r s t", "u v w x y", "a c e g i"]

@@ -27,8 +27,9 @@ The probability of each dropout is the model's own (the one it was trained with)
 ``rate`` where given (only where the model applies dropout, i.e. its own probability is > 0).
 Dropout that is not an ``F.dropout`` call is not sampled: the inter-layer dropout inside a
 multi-layer ``nn.LSTM`` of the encoder (the fused kernel draws its own masks, only in training).
-Every probability 0 gives K identical chains and, exactly, the plain model's distribution
-(:func:`~fairseq_acvi.modules.sample_combination.average_members`).
+Every probability 0 gives K identical chains, whose average is exactly their own distribution
+(:func:`~fairseq_acvi.modules.sample_combination.average_members`), with I = 0: the plain model's
+distribution up to the rounding of a batch K times larger (~2e-6 in log-probability).
 
 With ``record_uncertainty`` the decoder returns ``extra["uncertainty"]`` (B, T, 4): H[p̄],
 E H, the mutual information I over all K chains × S context samples, and the chains' part

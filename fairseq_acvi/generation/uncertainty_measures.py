@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python -m fairseq_acvi.cli.uncertainty_measures --references test2016.de \\
+    python -m fairseq_acvi.generation.uncertainty_measures --references test2016.de \\
         --decoded soft=runs/unc/soft/generate-test.txt --decoded acvi=runs/unc/acvi/generate-test.txt \\
         --ood soft=runs/unc/soft/generate-coco.txt --ood acvi=runs/unc/acvi/generate-coco.txt \\
         --tokens soft=runs/unc/cal/tokens_soft.npz --tokens acvi=runs/unc/cal/tokens_acvi.npz \\
@@ -241,7 +241,7 @@ def markdown(report: dict) -> str:
     lines = ["# Uncertainty measures", "",
              "Every cell: value [95 % interval] over resamples of the sentences; Δ: the method "
              "minus the first one, paired. Produced by "
-             "`python -m fairseq_acvi.cli.uncertainty_measures`.", ""]
+             "`python -m fairseq_acvi.generation.uncertainty_measures`.", ""]
     methods = report["methods"]
     if "tokens" in report:
         t = report["tokens"]

@@ -11,7 +11,7 @@
 #                                                      # folder), or the release tarball tasks_1-20_v1-2.tar.gz
 # Where it looks, in order: BABI_SRC (if set: only there), BABI_DIR (data/babi: an earlier download
 # or extraction, or its tarball), SHARED_BABI (a read-only copy holding tasks_1-20_v1-2/; unset:
-# $ACVI_DATA/babi when ACVI_DATA names the data root; this project's copy holds en and en-10k, without
+# $ACVI_DATA/babi when ACVI_DATA names the data root; this project's copy holds en, en-10k, hn and shuffled, without
 # en-10k's qa3 training file), then it downloads BABI_URL (the official tarball, ~15 MB, all folders)
 # into BABI_DIR (a failed download: exit 2, naming BABI_SRC and ACVI_DATA). en-10k from SHARED_BABI,
 # which lacks qa3's training file: with EN10K_QA3=partial (default) and SHARED_BABI/en-valid-10k-qa3/

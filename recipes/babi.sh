@@ -30,6 +30,7 @@ RANDOM_NOISE="${RANDOM_NOISE:-0.1}"
 LINEAR_START="${LINEAR_START:-20}"
 PRIOR_DOF="${PRIOR_DOF:-10}"
 ESCORT_SAMPLER="${ESCORT_SAMPLER:-polar}"
+ANSWER_CLASSES="${ANSWER_CLASSES:-dictionary}"
 EXTRA="${EXTRA:-}"
 
 check_positive_int SEEDS T_SEEDS JOINT_SEEDS EPOCHS JOINT_EPOCHS EMBED_DIM
@@ -43,6 +44,7 @@ check_choice T_DIVERGENCE seed exact tied
 check_choice TYING layerwise adjacent
 check_choice EMPTY_MEMORIES mask attend
 check_choice ESCORT_SAMPLER polar gamma
+check_choice ANSWER_CLASSES dictionary answers
 [[ "$TASKS" == all || "$TASKS" =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] \
   || _check_fail TASKS "all, a list like 1,3,5 or a range like 1-20" "$TASKS"
 
@@ -61,7 +63,8 @@ if [[ -z "${OUT_DIR:-}" ]]; then
 fi
 recipe_settings VARIANT BABI_DATA OUT_DIR TASKS MODELS SETUPS SEEDS T_SEEDS JOINT_SEEDS EPOCHS \
   BATCH_SIZE JOINT_EPOCHS OPTIMIZER LR EMBED_DIM T_EMBED_DIM T_DIVERGENCE TYING EMPTY_MEMORIES \
-  RANDOM_NOISE LINEAR_START PRIOR_DOF ESCORT_SAMPLER DIVERGENCE_WEIGHT JOINT_DIVERGENCE_WEIGHT EXTRA
+  RANDOM_NOISE LINEAR_START PRIOR_DOF ESCORT_SAMPLER ANSWER_CLASSES DIVERGENCE_WEIGHT \
+  JOINT_DIVERGENCE_WEIGHT EXTRA
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # shellcheck disable=SC2086
@@ -73,5 +76,6 @@ python -m fairseq_acvi.cli.babi_report --data "$BABI_DATA" ${VARIANT:+--variant 
     --tying "$TYING" --empty-memories "$EMPTY_MEMORIES" --random-noise "$RANDOM_NOISE" \
     --linear-start-epochs "$LINEAR_START" \
     --t-divergence "$T_DIVERGENCE" --prior-dof "$PRIOR_DOF" --escort-sampler "$ESCORT_SAMPLER" \
+    --answer-classes "$ANSWER_CLASSES" \
     --divergence-weight "$DIVERGENCE_WEIGHT" --joint-divergence-weight "$JOINT_DIVERGENCE_WEIGHT" $EXTRA
 echo "report: $OUT_DIR/babi_report.md"

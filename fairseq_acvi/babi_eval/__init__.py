@@ -18,6 +18,9 @@ that the name stays the command's.
 * :mod:`.checkpoint` — the chosen runs' checkpoints: saved with their model options, rebuilt
   from them (old plain state dicts through a fallback that reads the options off weight shapes).
 * :mod:`.results` — the results_<setup>.json files and the data variant they record.
+* :mod:`.errors` — where a model's answers go wrong: by answer, answer form (one word or
+  several, verbatim in the supporting fact or not), question wording and supporting statement,
+  and the confusion matrix; ``python -m fairseq_acvi.babi_eval.errors`` on a checkpoint.
 * :mod:`.render` — babi_report.md (tables beside fairseq_acvi/published.py's, selection,
   uncertainty, ν, per-hop attention) and the bar charts.
 """

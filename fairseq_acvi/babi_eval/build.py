@@ -3,7 +3,9 @@
 A model is built from its *model options* (:func:`model_options`): a dict of plain Python
 values (str / int / float) naming the architecture and every config field the report sets.
 They are what a checkpoint carries (fairseq_acvi/babi_eval/checkpoint.py), so a saved model is
-rebuilt as it was trained whatever the later command line says.
+rebuilt as it was trained whatever the later command line says. That includes the classes an
+answer is predicted over (``answer_classes``: the whole dictionary, or the training files'
+answers), which the model takes from the task's data when it is built.
 """
 import copy
 from typing import Any, Dict
@@ -46,12 +48,16 @@ def model_options(arch: str, args) -> Dict[str, Any]:
     """The options that build an ``arch`` model ("memn2n" or "t_memn2n") from the command
     line's ``args``: {"arch", "embed_dim" (δ; t_memn2n: :func:`t_embed_dim`), "hops", "tying",
     "random_noise", "empty_memories", "linear_start_epochs"} and for t_memn2n "prior_dof",
-    "escort_sampler", "sigma_init"; plain Python values only."""
+    "escort_sampler", "sigma_init"; plain Python values only. ``answer_classes`` is added when
+    it is not the default ``dictionary`` (``answers``: the training files' answers only), so a
+    checkpoint of the default model carries the options it always did."""
     opts: Dict[str, Any] = {
         "arch": arch, "embed_dim": int(args.embed_dim if arch == "memn2n" else t_embed_dim(args)),
         "hops": int(args.hops), "tying": str(args.tying), "random_noise": float(args.random_noise),
         "empty_memories": str(args.empty_memories),
         "linear_start_epochs": int(args.linear_start_epochs)}
+    if str(getattr(args, "answer_classes", "dictionary")) != "dictionary":
+        opts["answer_classes"] = str(args.answer_classes)
     if arch != "memn2n":
         opts.update(prior_dof=float(args.prior_dof), escort_sampler=str(args.escort_sampler),
                     sigma_init=float(getattr(args, "sigma_init", 0.01)))
@@ -65,12 +71,24 @@ def build_model(task, options: Dict[str, Any]):
     from fairseq_acvi.models.memn2n import (MemN2NConfig, MemN2NModel, TMemN2NConfig,
                                             TMemN2NModel)
     fields = {k: options[k] for k in MODEL_OPTIONS}
+    classes = answer_classes(task, options.get("answer_classes", "dictionary"))
+    d, size = task.source_dictionary, task.cfg.memory_size
     if options["arch"] == "memn2n":
-        return MemN2NModel.build_model(MemN2NConfig(**fields), task)
+        return MemN2NModel(MemN2NConfig(**fields), d, size, classes)
     if options["arch"] != "t_memn2n":
         raise ValueError(f"unknown bAbI architecture {options['arch']!r}")
     cfg = TMemN2NConfig(**fields, **{k: options[k] for k in T_OPTIONS})
-    return TMemN2NModel.build_model(cfg, task)
+    return TMemN2NModel(cfg, d, size, classes)
+
+
+def answer_classes(task, mode: str):
+    """The classes a model answers over: None (``dictionary``: every symbol) or the dictionary
+    indices of the training files' answers (``answers``; BabiQATask.answer_indices)."""
+    if mode == "dictionary":
+        return None
+    if mode != "answers":
+        raise ValueError(f"answer classes must be 'dictionary' or 'answers', got {mode!r}")
+    return task.answer_indices()
 
 
 def make_model(task, arch: str, args):

@@ -282,6 +282,15 @@ def seeds_clause(args) -> str:
             f"{args.joint_seeds or 'the same'})")
 
 
+def answer_classes_clause(args) -> str:
+    """", answers over …" when --answer-classes is not the default (the whole dictionary: the
+    header reads as it always did), else ""."""
+    if str(getattr(args, "answer_classes", "dictionary")) == "dictionary":
+        return ""
+    return (", answers predicted over the training files' answers only "
+            "(`--answer-classes answers`)")
+
+
 def render(args):
     """Write OUT/babi_report.md (and the charts) from OUT/results_<setup>.json; the header
     gives ``args``' options, each section :func:`runs_line`'s account of its runs."""
@@ -298,7 +307,8 @@ def render(args):
            f"{args.prior_dof}, initial σ {args.sigma_init}, escort sampler `{args.escort_sampler}`, "
            f"divergence weight "
            f"β={args.divergence_weight} (joint: "
-           f"{setup_args('joint', args).divergence_weight}); {seeds_clause(args)} by validation "
+           f"{setup_args('joint', args).divergence_weight}){answer_classes_clause(args)}; "
+           f"{seeds_clause(args)} by validation "
            f"accuracy, ties broken by the lower "
            f"validation NLL (runs that record one); each run keeps its best-validation epoch "
            f"by the same order.", ""]

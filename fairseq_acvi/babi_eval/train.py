@@ -107,6 +107,8 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
             "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1),
             "updates_per_epoch": nb, "train_questions": n}
     info["embed_dim"] = model.dim  # the δ the run was built with
+    if model.answer_bias is not None:  # --answer-classes answers (absent: the whole dictionary)
+        info["answer_classes"] = "answers"
     if arch == "t_memn2n":
         info["nu"] = {k: float(v.detach()) for k, v in model.nus().items()}
         info["divergence_weight"] = args.divergence_weight

@@ -6,7 +6,9 @@ Usage (from the repository root)::
         [--variant en] [--tasks all] [--models memn2n,t_memn2n] [--setups single,joint] [--seeds 1]
 
 Any folder of the bAbI v1.2 release trains (``en``, ``hn``, ``shuffled`` and their ``-10k``
-versions; multi-word answers are one class each, fairseq_acvi/data/babi.py). ``--variant`` names the
+versions; multi-word answers are one class each, fairseq_acvi/data/babi.py). Answers are predicted over every dictionary symbol (the published protocol), or with
+``--answer-classes answers`` over the training files' answers only (Hindi's inflected answers:
+docs/results/babi_hindi_2026-11-28.md); a checkpoint records which. ``--variant`` names the
 data in the report (default: the ``--data`` folder's name) and is recorded with every run; a results
 file of one variant is not resumed or merged with another's. The published columns are the seed's
 table for that folder (single tasks: D Table 2 for ``en``, Tables 11-15 for the other five; joint:
@@ -109,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--linear-start-epochs", type=int, default=0,
                    help="epochs without the attention softmax at the start (Sukhbaatar et al.'s "
                         "linear start); validation selection only considers later epochs")
+    p.add_argument("--answer-classes", default="dictionary", choices=["dictionary", "answers"],
+                   help="classes an answer is predicted over: every dictionary symbol (the "
+                        "published runs), or only the answers of the training files (story words "
+                        "such as Hindi's inflected 'gusalkhaney' are no candidates); task "
+                        "babi_qa's --answer-classes")
     p.add_argument("--t-divergence", default="seed", choices=["seed", "exact", "tied"])
     p.add_argument("--prior-dof", type=float, default=10.0)
     p.add_argument("--sigma-init", type=float, default=0.01,

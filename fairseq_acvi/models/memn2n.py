@@ -13,6 +13,12 @@ Random noise (training only): per story, 0..⌈0.1 n⌉ empty memories are inser
 positions, i.e. the temporal indices of the n real memories are a random ordered subset of
 0..n+n_blank−1. Linear start: no softmax in the hops for the first ``--linear-start-epochs``.
 
+Answer classes: the softmax runs over every dictionary symbol (V), or, with the task's
+``--answer-classes answers``, over the training files' answers only (the others get −1e9 before
+the softmax, probability 0; ``answer_bias`` (V,)): then a story word that is never an answer,
+such as Hindi's inflected ``gusalkhaney`` beside the answer ``gusalkhana``, is no candidate
+(docs/results/babi_hindi_2026-11-28.md).
+
 ``t_memn2n`` replaces each embedding matrix by a Student-t posterior
 (:class:`~fairseq_acvi.modules.student_t.StudentTMatrices`); T_A, T_C and W stay point estimates.
 Training uses one escort draw per minibatch; evaluation averages the answer distribution over
@@ -100,7 +106,7 @@ class MemN2NModel(BaseFairseqModel):
     {"attn": (B, K, M) per-hop attention, "mem_mask": (B, M) bool}).
     """
 
-    def __init__(self, cfg, dictionary, memory_size: int):
+    def __init__(self, cfg, dictionary, memory_size: int, answer_classes=None):
         super().__init__()
         self.cfg = cfg
         self.pad = dictionary.pad()
@@ -124,6 +130,14 @@ class MemN2NModel(BaseFairseqModel):
         keep = torch.ones(self.vocab, 1)
         keep[self.pad] = 0.0
         self.register_buffer("keep", keep, persistent=False)
+        # (V,) 0 for the classes an answer may take, -1e9 for the others (probability 0 in
+        # float32, and finite, so entropies stay 0·log 0 = 0); None: every symbol (the task's
+        # --answer-classes; not saved: the task rebuilds it from the data)
+        bias = None
+        if answer_classes is not None:
+            bias = torch.full((self.vocab,), -1e9)
+            bias[torch.as_tensor(list(answer_classes), dtype=torch.long)] = 0.0
+        self.register_buffer("answer_bias", bias, persistent=False)
         self.build_embeddings()
         if self.tying == "layerwise":
             self.out_proj = nn.Linear(self.dim, self.vocab, bias=False)
@@ -152,7 +166,8 @@ class MemN2NModel(BaseFairseqModel):
     # ----------------------------------------------------------------- fairseq API
     @classmethod
     def build_model(cls, cfg, task):
-        return cls(cfg, task.source_dictionary, task.cfg.memory_size)
+        classes = task.answer_class_indices() if hasattr(task, "answer_class_indices") else None
+        return cls(cfg, task.source_dictionary, task.cfg.memory_size, classes)
 
     def begin_epoch(self, epoch: int):
         """Linear start: the attention softmax is off for epochs 1..linear_start_epochs."""
@@ -181,7 +196,10 @@ class MemN2NModel(BaseFairseqModel):
         """
         tables, S, div = self.embedding_tables(self.eval_samples(), divergence)
         logits, attn, mem_mask = self.memory_hops(story, query, tables, S)
-        lp = torch.log_softmax(logits.float(), dim=-1)                    # (S·B, V)
+        logits = logits.float()
+        if self.answer_bias is not None:                                  # --answer-classes answers
+            logits = logits + self.answer_bias
+        lp = torch.log_softmax(logits, dim=-1)                            # (S·B, V)
         per_draw = None
         if S > 1:
             B = story.size(0)

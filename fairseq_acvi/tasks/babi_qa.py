@@ -10,7 +10,8 @@
 Several tasks (``--babi-tasks 1,2,3`` or ``all``) are trained jointly on the union. The dictionary is
 built from the words and answers of all files of the selected tasks (sorted, so rebuilding it from
 the same data reproduces it exactly; a checkpoint must be used with the same data folder and tasks).
-The answer is predicted over the whole dictionary, one class per distinct answer field: a one-word
+The answer is predicted over the whole dictionary (``--answer-classes answers``: over the training
+files' answers only), one class per distinct answer field: a one-word
 answer is its word's symbol, a multi-word one (``hn``: ``rasoi ghar``) the symbol ``rasoi▁ghar``
 (fairseq_acvi/data/babi.py); ``answer_text(task.target_dictionary[idx])`` reads an answer.
 """
@@ -21,7 +22,7 @@ from typing import Dict, List
 
 import torch
 from fairseq.data import Dictionary
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
@@ -42,6 +43,12 @@ class BabiQAConfig(FairseqDataclass):
         "help": "seed of the train/valid split of the training files (independent of --seed)"})
     valid_fraction: float = field(default=0.1, metadata={
         "help": "share of each training file held out as 'valid' (0.1: 900/100 on bAbI 1k)"})
+    answer_classes: ChoiceEnum(["dictionary", "answers"]) = field(default="dictionary", metadata={
+        "help": "the classes an answer is predicted over: dictionary = every symbol of the "
+                "dictionary (story words included, as Sukhbaatar et al. and the published "
+                "runs); answers = only the answers of the selected tasks' training files "
+                "(story words such as Hindi's inflected 'gusalkhaney' are no candidates; an "
+                "answer found only in a test file gets probability 0)"})
     seed: int = II("common.seed")
 
 
@@ -111,6 +118,19 @@ class BabiQATask(FairseqTask):
         self.datasets[split] = BabiDataset(self.examples[split], self.dictionary,
                                            self.cfg.memory_size, shuffle=(split == "train"))
         return self.datasets[split]
+
+    def answer_indices(self) -> List[int]:
+        """Sorted dictionary indices of the answers of the training files (train and valid),
+        the classes ``--answer-classes answers`` keeps."""
+        return sorted({self.dictionary.index(ex.answer)
+                       for split in ("train", "valid") for ex in self.examples[split]})
+
+    def answer_class_indices(self):
+        """The answer classes the models predict over: None (the whole dictionary) or
+        :meth:`answer_indices` under ``--answer-classes answers``."""
+        if str(getattr(self.cfg, "answer_classes", "dictionary")) == "answers":
+            return self.answer_indices()
+        return None
 
     def build_net_input(self, stories: List[List[str]], questions: List[str]) -> dict:
         """net_input for plain-text stories (each a chronological list of sentences) and questions.

@@ -27,6 +27,25 @@ SHARED_DATA_MISSING = (
 USER_DIR = str(REPO / "fairseq_acvi")
 
 torch.set_num_threads(1)
+# one thread in every process the tests start (CLIs, recipes): the same setting everywhere, so that
+# their fork-server templates (keyed by these variables) are shared; an explicit setting wins
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONUNBUFFERED"):
+    os.environ.setdefault(_var, "1")
+
+#: the files that take longest (``--durations``, 2026-11-29), run first: with ``--dist loadfile``
+#: a long file started last would leave the other worker idle at the end
+HEAVY_FIRST = ("test_multi30k_data.py", "test_translation_cli.py", "test_normalizers.py",
+               "test_learnability.py", "test_quickstart.py", "test_guess_number.py",
+               "test_babi_report.py", "test_context_pag.py", "test_pointer_generator_nocopy.py",
+               "test_video_captioner.py", "test_summarization_cli.py", "test_video_features_extract.py",
+               "test_pag_char_data.py", "test_prepare_parallel.py", "test_acvi_transformer.py",
+               "test_babi_hindi.py", "test_plugin_commands.py", "test_memn2n.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The heaviest files first (:data:`HEAVY_FIRST`), every other test in its collection order."""
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 # the fork servers (tests/forkserver.py) this process starts, and those its recipes' shims start,
 # belong to it: they exit when it has gone
 os.environ.setdefault(forkserver.OWNER, str(os.getpid()))
@@ -39,6 +58,11 @@ def fast_python() -> str:
     fairseq_cli.<cli>`` runs in the fork server (tests/forkserver.py), anything else in the real
     interpreter unchanged; ``sys.executable`` itself with ``ACVI_TEST_FORKSERVER=0``."""
     return forkserver.python_shim() if forkserver.enabled() else sys.executable
+
+
+# the data scripts' fairseq-preprocess (fairseq_acvi/data/corpus_checks.py) through the fork server too
+if forkserver.enabled():
+    os.environ.setdefault("FAIRSEQ_ACVI_PYTHON", fast_python())
 
 
 def _run_forked(cmd, env, timeout):
@@ -76,15 +100,16 @@ def run_cli(module: str, *args, check: bool = True, env_extra=None, timeout: int
     """Run ``python -m <module> <args>`` (e.g. ``fairseq_cli.train``) and return the result.
 
     Output is captured; on failure (with ``check``) the test fails showing stdout and stderr.
-    fairseq's own CLIs (``forkserver.CLIS``) run in a process forked from one that has imported
-    torch and fairseq already (``tests/forkserver.py``: the same process a fresh interpreter would
-    be, without the ~4 s of imports); every other module runs in a fresh interpreter.
+    fairseq's own CLIs and the plugin's commands (``forkserver.served``) run in a process forked
+    from one that has imported torch and fairseq already (``tests/forkserver.py``: the same process
+    a fresh interpreter would be, without the ~4 s of imports); every other module runs in a fresh
+    interpreter.
     """
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     if env_extra:
         env.update(env_extra)
     cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
-    if module in forkserver.CLIS and forkserver.enabled():
+    if forkserver.served(module) and forkserver.enabled():
         res = _run_forked(cmd, env, timeout)
     else:
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)

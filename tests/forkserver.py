@@ -11,6 +11,10 @@ How it stays equivalent to a fresh interpreter (the idea of tests/reliability/re
   working directory). What the import wrote to stdout / stderr is recorded and written again at
   the start of every run, as a fresh process would print it. The plugin (``--user-dir``) is *not*
   imported by the template: every run imports it itself, as the CLI does.
+* The plugin's own commands (``python -m fairseq_acvi.cli.<name>``, :func:`served`) share one
+  template that imports the plugin package (and with it torch and fairseq), as each of those
+  commands does first; a run executes the command's module afresh as ``__main__`` (``runpy``,
+  what ``python -m`` does), so only the already-imported libraries are shared.
 * Each run is a process forked from the template, given the caller's own stdin / stdout / stderr
   (file descriptors passed over a Unix socket), its working directory, its full environment and
   ``sys.argv``; it calls the module's ``cli_main()`` (the whole ``if __name__ == "__main__":``
@@ -26,7 +30,8 @@ Clients: :func:`run` (``tests/conftest.py``'s ``run_cli``) and :func:`write_pyth
 executable to give recipes as ``PYTHON``: ``$PYTHON -m fairseq_cli.<cli>`` goes through the server,
 anything else is ``exec``'d by the real interpreter unchanged. Servers belong to the process named
 by ``ACVI_FORKSERVER_OWNER`` (the pytest worker) and exit when it is gone or after
-:data:`IDLE_S` seconds without a request. Stdlib only at the top (the shim runs with ``python -S``).
+:data:`IDLE_S` seconds without a request (long enough for a template to serve every test file of a
+worker that needs it: each start costs the ~3-4 s of imports it saves). Stdlib only at the top (the shim runs with ``python -S``).
 """
 import array
 import hashlib
@@ -45,15 +50,30 @@ import time
 CLIS = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.interactive", "fairseq_cli.validate",
         "fairseq_cli.preprocess")
 #: environment variables that can change what importing torch / fairseq does: they key the template
-IMPORT_ENV = re.compile(r"^(PYTHON|OMP_|MKL_|OPENBLAS|KMP_|GOMP|CUDA|NVIDIA|TORCH|PYTORCH|LOGLEVEL|HYDRA|"
+#: (``PYTHON`` itself, a recipe's choice of interpreter, is no interpreter variable: not keyed)
+IMPORT_ENV = re.compile(r"^(PYTHON.|OMP_|MKL_|OPENBLAS|KMP_|GOMP|CUDA|NVIDIA|TORCH|PYTORCH|LOGLEVEL|HYDRA|"
                         r"FAIRSEQ|LD_|LC_|LANG|HOME$|TMPDIR$|PATH$|XDG_|NUMEXPR|TOKENIZERS|HF_|MPL)")
-IDLE_S = 60.0
+#: the plugin's commands: served by one template that has imported the plugin package
+PLUGIN_CLI = "fairseq_acvi.cli."
+PLUGIN_TEMPLATE = "fairseq_acvi"
+IDLE_S = 300.0
 OWNER = "ACVI_FORKSERVER_OWNER"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def served(module: str) -> bool:
+    """Whether ``python -m <module>`` can run through a template: fairseq's CLIs and the plugin's."""
+    return module in CLIS or (module.startswith(PLUGIN_CLI) and module.count(".") == 2)
+
+
+def _template(module: str) -> str:
+    """The module a template imports to serve ``module``."""
+    return module if module in CLIS else PLUGIN_TEMPLATE
+
+
 def _key(module: str, env: dict, cwd: str) -> str:
     """The template that may serve ``module`` run with ``env`` in ``cwd``."""
+    module = _template(module)
     keyed = sorted((k, v) for k, v in env.items() if IMPORT_ENV.match(k))
     blob = json.dumps([module, os.path.realpath(cwd), sys.executable, keyed])
     return f"{module.rsplit('.', 1)[-1]}-{hashlib.sha1(blob.encode()).hexdigest()[:16]}"
@@ -101,7 +121,7 @@ def _server(module: str, env: dict, cwd: str, owner: str):
         if s:
             return s
         with open(base + ".log", "ab") as log:
-            subprocess.Popen([sys.executable, os.path.join(HERE, "forkserver.py"), "serve", module,
+            subprocess.Popen([sys.executable, os.path.join(HERE, "forkserver.py"), "serve", _template(module),
                               base + ".sock", owner], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                              stdout=log, stderr=log, start_new_session=True)
         deadline = time.time() + 300
@@ -121,7 +141,8 @@ def run(module: str, args, env: dict, cwd: str, fds=(0, 1, 2), timeout=None) -> 
     env = dict(env, **{OWNER: owner})
     s = _server(module, env, cwd, owner)
     try:
-        req = json.dumps({"argv": [str(a) for a in args], "env": env, "cwd": cwd}).encode()
+        req = json.dumps({"module": module, "argv": [str(a) for a in args], "env": env,
+                          "cwd": cwd}).encode()
         socket.send_fds(s, [len(req).to_bytes(8, "big") + req], list(fds))
         s.settimeout(timeout)
         try:
@@ -142,7 +163,7 @@ argv = sys.argv[1:]
 if len(argv) >= 2 and argv[0] == "-m" and os.environ.get({owner!r}) and \
         os.environ.get("ACVI_TEST_FORKSERVER", "1") != "0":
     import forkserver
-    if argv[1] in forkserver.CLIS:
+    if forkserver.served(argv[1]):
         rc = forkserver.run(argv[1], argv[2:], dict(os.environ), os.getcwd())
         if rc < 0:
             signal = __import__("signal")
@@ -224,14 +245,20 @@ def _job(mod, req: dict, fds, printed) -> None:
         os.environ.clear()
         os.environ.update(req["env"])
         sys.path[0] = os.getcwd()
-        sys.argv = [mod.__file__] + req["argv"]
+        module = req.get("module", mod.__name__)
+        plugin = module != mod.__name__
+        sys.argv = [mod.__file__ if not plugin else module] + req["argv"]
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
         for fd, data in zip((1, 2), printed):
             if data:
                 os.write(fd, data)
         try:
-            mod.cli_main()
+            if plugin:   # the command's module afresh, as `python -m` runs it
+                import runpy
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            else:
+                mod.cli_main()
             exc = None
         except BaseException as e:  # noqa: BLE001 - ends the process as the interpreter would
             exc = e
@@ -338,7 +365,7 @@ def serve(module: str, path: str, owner: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "serve" and sys.argv[2] in CLIS:
+    if len(sys.argv) == 5 and sys.argv[1] == "serve" and sys.argv[2] in CLIS + (PLUGIN_TEMPLATE,):
         serve(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
-        sys.exit("usage: forkserver.py serve fairseq_cli.<cli> SOCKET OWNER_PID")
+        sys.exit("usage: forkserver.py serve fairseq_cli.<cli>|fairseq_acvi SOCKET OWNER_PID")

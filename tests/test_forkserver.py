@@ -73,3 +73,21 @@ def test_the_python_shim(tmp_path):
     res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=str(REPO), timeout=300)
     assert res.stdout.splitlines()[-1] == "rc=2"
     assert "unrecognized arguments: --no-such-option" in (tmp_path / "err").read_text()
+
+
+def test_a_plugin_command_runs_as_python_m_would(tmp_path):
+    """``python -m fairseq_acvi.cli.<name>`` through the plugin's template: the module runs afresh as
+    ``__main__`` (its error on bad input, exit status and streams as a fresh interpreter gives
+    them, and the same again on a second run: no state left by the first), and only the plugin's
+    command modules are served."""
+    assert forkserver.served("fairseq_acvi.cli.guess_number") and not forkserver.served("fairseq_acvi.cli")
+    assert not forkserver.served("fairseq_acvi.cli.x.y") and not forkserver.served("data_scripts.score_mt")
+    args = ["--scripted", "random", "--data", str(tmp_path / "none")]
+    fresh = _fresh("fairseq_acvi.cli.guess_number", *args)
+    assert fresh.returncode != 0 and fresh.stderr
+    for _ in range(2):
+        forked = run_cli("fairseq_acvi.cli.guess_number", *args, check=False)
+        assert forked.returncode == fresh.returncode, (forked.stderr, fresh.stderr)
+        assert (_same(forked.stdout), _same(forked.stderr)) == (_same(fresh.stdout), _same(fresh.stderr))
+    usage = run_cli("fairseq_acvi.cli.guess_number", "--no-such-option", check=False)
+    assert usage.returncode == 2 and "guess_number.py: error: " in usage.stderr   # argparse, prog as -m

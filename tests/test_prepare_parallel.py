@@ -3,13 +3,12 @@
 splits.json, raw/ references and dictionaries that fairseq loads, and --sentencepiece round-trips."""
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fairseq_acvi.cli import prepare_parallel
+from conftest import run_cli
 from toy_parallel import write_toy_corpus
 
 SMALL = {"train": 60, "valid": 10, "test": 10}
@@ -165,7 +164,6 @@ def test_too_many_pieces_is_an_error_naming_the_option(tmp_path, capsys, corpus)
 
 def test_runs_as_a_module_with_exit_code_2(tmp_path, corpus):
     (corpus / "valid.en").write_bytes(b"w1\r\nw2\r\n")
-    res = subprocess.run([sys.executable, "-m", "fairseq_acvi.cli.prepare_parallel",
-                          *args(corpus, tmp_path / "bin")], capture_output=True, text=True)
+    res = run_cli("fairseq_acvi.cli.prepare_parallel", *args(corpus, tmp_path / "bin"), check=False)
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1].startswith("error: ") and "valid.en:1: carriage return" in res.stderr

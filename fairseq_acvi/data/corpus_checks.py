@@ -118,7 +118,8 @@ def fairseq_preprocess(src: str, tgt: str, trainpref: Path, validpref: Path,
                        srcdict: Optional[Path] = None, tgtdict: Optional[Path] = None,
                        joined: bool = False, workers: int = 1, threshold: int = 0,
                        padding_factor: Optional[int] = None) -> List[str]:
-    """Binarise with ``fairseq-preprocess`` (run as ``python -m fairseq_cli.preprocess``).
+    """Binarise with ``fairseq-preprocess`` (run as ``python -m fairseq_cli.preprocess`` by this
+    interpreter, or by the one ``FAIRSEQ_ACVI_PYTHON`` names: the tests name their fork server's).
 
     With ``srcdict`` (and ``tgtdict`` or ``joined``) the dictionaries are fixed; without them
     fairseq builds them from the training data, dropping words seen fewer than ``threshold`` times
@@ -131,7 +132,7 @@ def fairseq_preprocess(src: str, tgt: str, trainpref: Path, validpref: Path,
     for pref in [validpref, *tests]:
         if "," in str(pref):  # fairseq splits --validpref/--testpref on commas
             raise DataError(f"fairseq-preprocess cannot take a path containing a comma: {pref}")
-    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt,
+    cmd = [os.environ.get("FAIRSEQ_ACVI_PYTHON") or sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt,
            "--trainpref", str(trainpref), "--validpref", str(validpref),
            "--destdir", str(destdir), "--workers", str(workers)]
     if tests:

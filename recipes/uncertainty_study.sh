@@ -69,7 +69,8 @@ decode_one() {  # decode_one DATA SUBSET OUTFILE ARGS...: beam search with every
   "$PYTHON" -m fairseq_acvi.cli.generate "$data" --user-dir "$USER_DIR" --task translation \
     -s "$SRC" -t "$TGT" --gen-subset "$subset" --beam "$BEAM" --nbest 1 --batch-size "$GEN_BATCH" \
     --seed "$GEN_SEED" --print-uncertainty all --print-sentence-uncertainty \
-    ${cpu_flag[@]+"${cpu_flag[@]}"} $GEN_ARGS "$@" > "$out.part" 2>&1
+    ${cpu_flag[@]+"${cpu_flag[@]}"} $GEN_ARGS "$@" > "$out.part" 2> "$out.log"
+  cat "$out.log" >> "$out.part"           # the log after the lines: fairseq's "Translated ... in Xs"
   mv "$out.part" "$out"
 }
 

@@ -28,7 +28,7 @@ changed at all. With it, two things are hooked for the duration of the run:
       UM-<id>   the members' part of U: what their predictions disagree about, bits
 
   With ``--print-sentence-uncertainty``, a line per hypothesis of its sentence-level scores
-  (:mod:`fairseq_acvi.generation.sentence_scores`, bits):
+  (:mod:`fairseq_acvi.generation.sentence_scores`, bits, 6 significant digits):
 
       US-<id>   mean_mi=… max_mi=… entropy=… logprob=…
 
@@ -102,7 +102,8 @@ class UncertaintyLines:
             self.out.write(format_line("UM", sid, hypo["members_mi"].tolist()) + "\n")
         if self.sentence:
             scores = hypo["sentence_uncertainty"]                      # nats
-            self.out.write(f"US-{sid}\t" + " ".join(f"{k}={scores[k] / math.log(2):.4f}"
+            # 6 significant digits: a sentence's mean I can be far below the U- lines' 1e-4
+            self.out.write(f"US-{sid}\t" + " ".join(f"{k}={scores[k] / math.log(2):.6g}"
                                                     for k in SCORES) + "\n")
 
     def flush(self):

@@ -20,7 +20,8 @@ Methods are named ``NAME=FILE``; the first one named is the base of every paired
   should correlate negatively, ``logprob`` positively. The decoding time fairseq logs
   ("Translated … in Xs") is kept as the method's cost.
 * ``--ood``: the same methods' output on an out-of-domain set: the AUROC with which each score
-  ranks the out-of-domain sentences above the in-domain ones (−logprob for ``logprob``).
+  ranks the out-of-domain sentences above the in-domain ones (−logprob for ``logprob``; none for a
+  score that is the same for every sentence, e.g. I of soft attention).
 * ``--tokens``: ``fairseq_acvi.cli.calibration --save-tokens`` arrays (teacher-forced): token ECE
   (``--bins`` equal-width bins) and the AUROC of wrong-token detection by 1 − confidence, H[p̄], I
   and the members' part of I.
@@ -177,9 +178,12 @@ def ood_detection(decoded, ood, n_resamples: int, seed: int) -> dict:
         values = {m: uncertainty_of(np.r_[[decoded[m][i]["scores"][k] for i in ids_in],
                                           [ood[m][i]["scores"][k] for i in ids_out]], k)
                   for m in methods}
-        out[k] = paired_bootstrap_methods(lambda m, idx: auroc(values[m][idx], labels[idx]),
-                                          methods, labels.size, n_resamples, seed=seed,
-                                          strata=labels.astype(np.int64))
+        # a score that is the same for every sentence (I of soft attention: 0) detects nothing:
+        # nan ("—"), not the AUROC of its ties, 1/2
+        constant = {m for m in methods if np.ptp(values[m]) == 0}
+        out[k] = paired_bootstrap_methods(
+            lambda m, idx: float("nan") if m in constant else auroc(values[m][idx], labels[idx]),
+            methods, labels.size, n_resamples, seed=seed, strata=labels.astype(np.int64))
     return out
 
 
@@ -233,7 +237,8 @@ def _cell(r) -> str:
     text = f"{r['value']:.3f} [{lo:.3f}, {hi:.3f}]"
     if "minus_first" in r:
         d = r["minus_first"]
-        text += f"; Δ {d['value']:+.3f} [{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}]"
+        text += ("; Δ —" if math.isnan(d["value"]) else
+                 f"; Δ {d['value']:+.3f} [{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}]")
     return text
 
 
@@ -286,8 +291,8 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {m} | — | — | — |")
                 continue
             ratio = f"{c['seconds'] / base:.2f}" if base else "—"
-            lines.append(f"| {m} | {c['seconds']:.1f} | {c['sentences'] / c['seconds']:.1f} | "
-                         f"{ratio} |")
+            speed = f"{c['sentences'] / c['seconds']:.1f}" if c["seconds"] else "—"
+            lines.append(f"| {m} | {c['seconds']:.1f} | {speed} | {ratio} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -11,7 +11,7 @@ from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
 from fairseq_acvi.modules.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.scorers import SCORERS
-from test_seq2seq_model import _Task, _batch, _dictionary
+from test_seq2seq_model import _Task, _batch, _dictionary, decoded_steps, incremental_and_full  # noqa: F401
 from test_seq2seq_model import build_model as _build_model
 
 
@@ -24,18 +24,6 @@ VARIANTS = sorted(CONTEXT_REGISTRY)
 #: the seed's configurations as options: (ii) and (ii) + (iii), the row of its Table 1 with both
 CONFIGS = {"ii": dict(attend_decoder_past=True),
            "ii+iii": dict(attend_decoder_past=True, self_attention_heads=2)}
-
-
-def incremental_and_full(model, src, lengths, prev):
-    """(incremental log-probs (B, T, V), teacher-forced log-probs (B, T, V), teacher-forced extra)."""
-    with torch.no_grad():
-        enc = model.encoder(src, lengths)
-        full, extra = model.decoder(prev, enc)
-        state, steps = {}, []
-        for t in range(prev.size(1)):
-            out, _ = model.decoder(prev[:, : t + 1], enc, incremental_state=state)
-            steps.append(out)
-    return torch.cat(steps, dim=1), full, extra
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
@@ -82,9 +70,7 @@ def test_beam_reordering_reorders_the_decoders_past(scorer, config):
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
         enc = model.encoder(src, lengths)
-        state = {}
-        for t in range(3):
-            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+        state = decoded_steps(model, enc, prev, 3)
         before = model.decoder.get_incremental_state(state, "cache")
         assert before["past_keys"].shape[:2] == (3, 3)
         model.decoder.reorder_incremental_state_scripting(state, order)

@@ -14,7 +14,7 @@ import torch
 from fairseq_acvi.modules.context import check_options_apply
 from fairseq_acvi.modules.normalizers import (NORMALIZERS, AttentionNormalizer, sparse_normalize)
 from fairseq_acvi.modules.scorers import Memory, masked_softmax
-from test_seq2seq_model import _batch, build_model
+from test_seq2seq_model import _batch, build_model, decoded_steps
 from test_translation_cli import check_finite_losses, generate, reversal_bin, train
 
 SPARSE = ("sparsemax", "entmax15")
@@ -148,9 +148,7 @@ def test_beam_reordering_permutes_the_cumulative_attention(name):
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
         enc = model.encoder(src, lengths)
-        state = {}
-        for t in range(3):
-            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+        state = decoded_steps(model, enc, prev, 3)
         before = model.decoder.get_incremental_state(state, "cache")
         before = {k: before[k].clone() for k in ("state_attn_cum", "prep_attn_fertility")}
         model.decoder.reorder_incremental_state_scripting(state, order)

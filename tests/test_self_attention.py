@@ -9,9 +9,8 @@ import torch
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
 from fairseq_acvi.modules.scorers import SCORERS
 from fairseq_acvi.modules.self_attention import SelfAttentionBlock
-from test_decoder_past import incremental_and_full
 from test_decoder_past import build_model
-from test_seq2seq_model import _batch
+from test_seq2seq_model import _batch, decoded_steps, incremental_and_full
 from test_seq2seq_model import build_model as _build_model
 
 VARIANTS = sorted(CONTEXT_REGISTRY)
@@ -116,9 +115,7 @@ def test_beam_reordering_reorders_the_self_attention_past(scorer):
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
         enc = model.encoder(src, lengths)
-        state = {}
-        for t in range(3):
-            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+        state = decoded_steps(model, enc, prev, 3)
         before = model.decoder.get_incremental_state(state, "cache")
         assert before["sa_keys"].shape == (3, 2, 3, 10)             # (B, heads, t, d_h)
         model.decoder.reorder_incremental_state_scripting(state, order)

@@ -47,12 +47,9 @@ def _batch(d, B=3, N=6, T=5, seed=0):
     return src, lengths, prev
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_incremental_decoding_equals_teacher_forcing(variant):
-    torch.manual_seed(0)
-    model, d = build_model(variant)
-    model.eval()
-    src, lengths, prev = _batch(d)
+
+def incremental_and_full(model, src, lengths, prev):
+    """(incremental log-probs (B, T, V), teacher-forced log-probs (B, T, V), teacher-forced extra)."""
     with torch.no_grad():
         enc = model.encoder(src, lengths)
         full, extra = model.decoder(prev, enc)
@@ -60,7 +57,24 @@ def test_incremental_decoding_equals_teacher_forcing(variant):
         for t in range(prev.size(1)):
             out, _ = model.decoder(prev[:, : t + 1], enc, incremental_state=state)
             steps.append(out)
-        inc = torch.cat(steps, dim=1)
+    return torch.cat(steps, dim=1), full, extra
+
+
+def decoded_steps(model, enc, prev, steps):
+    """The incremental state after ``steps`` incremental decoder steps over ``prev`` (B, T)."""
+    state = {}
+    with torch.no_grad():
+        for t in range(steps):
+            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+    return state
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_incremental_decoding_equals_teacher_forcing(variant):
+    torch.manual_seed(0)
+    model, d = build_model(variant)
+    model.eval()
+    src, lengths, prev = _batch(d)
+    inc, full, extra = incremental_and_full(model, src, lengths, prev)
     assert full.shape == (3, prev.size(1), len(d)) and full.dtype == torch.float32
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)

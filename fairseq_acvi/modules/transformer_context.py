@@ -151,12 +151,16 @@ class ContextMultiheadAttention(MultiheadAttention):
             ctx = c.view(bsz, H, T, K, hd).permute(2, 0, 3, 1, 4).reshape(T, bsz, K, D)
         out = self.out_proj(ctx)
 
-        weights = None
-        if need_weights or need_head_weights:
-            weights = attn_float.view(bsz, H, T, -1).transpose(1, 0)
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+        return out, self._returned_weights(attn_float, bsz, T, need_weights, need_head_weights)
+
+    def _returned_weights(self, attn_float: Tensor, bsz: int, T: int, need_weights: bool,
+                          need_head_weights: bool) -> Optional[Tensor]:
+        """The weights fairseq's attention returns: (H, B, T, N) per head, (B, T, N) averaged over
+        the heads, or None; ``attn_float`` (B·H, T, N)."""
+        if not (need_weights or need_head_weights):
+            return None
+        weights = attn_float.view(bsz, self.num_heads, T, -1).transpose(1, 0)
+        return weights if need_head_weights else weights.mean(dim=0)
 
     # ------------------------------------------------------------------------------------------
     def _normalize(self, scores: Tensor) -> Tensor:
@@ -183,12 +187,7 @@ class ContextMultiheadAttention(MultiheadAttention):
         probs = self.dropout_module(attn_float.type_as(scores))
         ctx = self._per_kv_batch(probs, v, v.size(0) // H)            # (B·H, T, d_h)
         out = self.out_proj(ctx.transpose(0, 1).contiguous().view(T, bsz, D))
-        weights = None
-        if need_weights or need_head_weights:
-            weights = attn_float.view(bsz, H, T, -1).transpose(1, 0)
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+        return out, self._returned_weights(attn_float, bsz, T, need_weights, need_head_weights)
 
     def _static_memory(self, key, key_padding_mask, bsz, incremental_state):
         """Keys, μ and σ² of the encoder output, computed once per sentence and cached in the

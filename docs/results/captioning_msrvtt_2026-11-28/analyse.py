@@ -31,7 +31,7 @@ DATA = Path(ARGS[1]) if len(ARGS) > 1 else REPO / "data-bin" / "msrvtt_1k_min3"
 METRICS = ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 MAIN = ("none", "soft", "acvi")
 ONE_SEED = ("structured", "variational", "ved")
-TAGS = {"": "K=10", "_k0": "K=0 (mean context)", "_k1": "K=1", "_zero": "context zeroed",
+TAGS = {"": "K=10 (standard decode)", "_k0": "K=0 (mean context)", "_k1": "K=1", "_zero": "context zeroed",
         "_shuffle": "annotations of another clip"}
 
 _VALID = re.compile(r"\| valid \| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \| nll_loss ([\d.]+)"
@@ -75,8 +75,8 @@ def collect(run_dir: Path):
         best = min(valid, key=lambda e: valid[e]["loss"])
         rec["chosen_epoch"] = best
         rec["chosen_valid_loss"] = valid[best]["loss"]
-    walls = [train[e]["train_wall_s"] for e in sorted(train)]
-    rec["train_wall_s_per_epoch"] = [b - a for a, b in zip([0] + walls[:-1], walls)]
+    # fairseq's "train_wall" of an epoch's summary line is that epoch's training time (validation excluded)
+    rec["train_wall_s_per_epoch"] = [train[e]["train_wall_s"] for e in sorted(train)]
     for tag, label in TAGS.items():
         sj = run_dir / f"scores{tag}.json"
         if not sj.is_file():
@@ -87,12 +87,13 @@ def collect(run_dir: Path):
             cider, per, hyps, _ = per_clip_cider(gen, "test")
             dec["test_cider_recomputed"] = cider
             dec["test_cider_per_clip"] = per
+            dec["test_distinct_captions"] = len(set(hyps.values()))
             out = HERE / "captions" / f"{name}{tag}_test.tsv"
             out.parent.mkdir(exist_ok=True)
             out.write_text("".join(f"{v}\t{hyps[v]}\n" for v in per), encoding="utf-8")
         genv = run_dir / f"gen_valid{tag}.txt"
         if genv.is_file() and tag == "":
-            hyps = hypotheses_by_video(str(genv), str(DATA / "valid.tsv"))
+            _, dec["valid_cider_per_clip"], hyps, _ = per_clip_cider(genv, "valid")
             (HERE / "captions" / f"{name}_valid.tsv").write_text(
                 "".join(f"{v}\t{h}\n" for v, h in hyps.items()), encoding="utf-8")
         dec["test_cider_per_clip"] = dec.get("test_cider_per_clip")
@@ -121,23 +122,26 @@ def main():
         table[c] = {split: {m: mean_std([r["decodes"]["K10"]["scores"][split][m] for r in runs])
                             for m in METRICS} for split in ("valid", "test")}
         table[c]["seeds"] = sorted(r["seed"] for r in runs)
+        table[c]["distinct_test_captions"] = [r["decodes"]["K10"].get("test_distinct_captions") for r in runs]
     pairs = [("none", "soft"), ("none", "acvi"), ("soft", "acvi")]
-    boots = {}
+    boots, boots_valid = {}, {}
     for base, other in pairs:
         for seed in (1, 2, 3):
             a, b = records.get(f"{base}_seed{seed}"), records.get(f"{other}_seed{seed}")
             if not (a and b and a["finished"] and b["finished"]):
                 continue
-            pa, pb = a["decodes"]["K10"]["test_cider_per_clip"], b["decodes"]["K10"]["test_cider_per_clip"]
-            clips = sorted(pa)
-            res = paired_mean_bootstrap([pa[k] for k in clips], [pb[k] for k in clips], n_resamples=1000,
-                                        level=0.95, seed=0)
-            boots[f"{other}-{base}_seed{seed}"] = res
+            for split, into in (("test", boots), ("valid", boots_valid)):
+                pa = a["decodes"]["K10"][f"{split}_cider_per_clip"]
+                pb = b["decodes"]["K10"][f"{split}_cider_per_clip"]
+                clips = sorted(pa)
+                into[f"{other}-{base}_seed{seed}"] = paired_mean_bootstrap(
+                    [pa[k] for k in clips], [pb[k] for k in clips], n_resamples=1000, level=0.95, seed=0)
     extras = {}
     for c in ("acvi", "soft"):
         r = records.get(f"{c}_seed1")
         if r:
-            extras[c] = {tag: {"label": d["label"], "test": d["scores"].get("test")}
+            extras[c] = {tag: {"label": d["label"], "test": d["scores"].get("test"),
+                               "distinct": d.get("test_distinct_captions")}
                          for tag, d in r["decodes"].items()}
             base = r["decodes"].get("K10")
             for tag, d in r["decodes"].items():
@@ -146,7 +150,8 @@ def main():
                     clips = sorted(pa)
                     extras[c][tag]["vs_K10"] = paired_mean_bootstrap(
                         [pa[k] for k in clips], [pb[k] for k in clips], n_resamples=1000, level=0.95, seed=0)
-    summary = {"table": table, "bootstrap_test_cider": boots, "decodes_seed1": extras,
+    summary = {"table": table, "bootstrap_test_cider": boots, "bootstrap_valid_cider": boots_valid,
+               "decodes_seed1": extras,
                "runs": {n: {"finished": r["finished"], "chosen_epoch": r.get("chosen_epoch"),
                             "epochs_run": len(r["valid"]),
                             "updates": max((v["num_updates"] for v in r["valid"].values()), default=0),
@@ -182,13 +187,15 @@ def fmt(ms, digits=3):
 def markdown():
     """tables.md: the page's tables from summary.json."""
     s = json.loads((HERE / "summary.json").read_text())
-    out = ["| variant | seeds | " + " | ".join(f"test {m}" for m in METRICS) + " | valid CIDEr |",
-           "|---|---|" + "---|" * (len(METRICS) + 1)]
+    out = ["| variant | seeds | " + " | ".join(f"test {m}" for m in METRICS)
+           + " | valid CIDEr | distinct test captions (of 100) |",
+           "|---|---|" + "---|" * (len(METRICS) + 2)]
     for c, t in s["table"].items():
         if not t["seeds"]:
             continue
         out.append(f"| `{c}` | {', '.join(map(str, t['seeds']))} | "
-                   + " | ".join(fmt(t["test"][m]) for m in METRICS) + f" | {fmt(t['valid']['CIDEr'])} |")
+                   + " | ".join(fmt(t["test"][m]) for m in METRICS) + f" | {fmt(t['valid']['CIDEr'])} | "
+                   + ", ".join(map(str, t["distinct_test_captions"])) + " |")
     out += ["", "| comparison (test CIDEr, per clip) | seed | base | other | difference | 95 % interval | P(other better) |",
             "|---|---|---|---|---|---|---|"]
     for k, v in s["bootstrap_test_cider"].items():
@@ -196,13 +203,21 @@ def markdown():
         other, base = pair.split("-")
         out.append(f"| `{other}` − `{base}` | {seed} | {v['base']:.3f} | {v['other']:.3f} | {v['delta']:+.3f} | "
                    f"[{v['low']:+.3f}, {v['high']:+.3f}] | {v['p_other_better']:.3f} |")
+    out += ["", "| comparison (validation CIDEr, per clip) | seed | base | other | difference | 95 % interval | "
+            "P(other better) |", "|---|---|---|---|---|---|---|"]
+    for k, v in s["bootstrap_valid_cider"].items():
+        pair, seed = k.rsplit("_seed", 1)
+        other, base = pair.split("-")
+        out.append(f"| `{other}` − `{base}` | {seed} | {v['base']:.3f} | {v['other']:.3f} | {v['delta']:+.3f} | "
+                   f"[{v['low']:+.3f}, {v['high']:+.3f}] | {v['p_other_better']:.3f} |")
     out += ["", "| model (seed 1) | decoding | " + " | ".join(f"test {m}" for m in METRICS)
-            + " | CIDEr vs K=10 [95 %] |", "|---|---|" + "---|" * (len(METRICS) + 1)]
+            + " | distinct | CIDEr vs K=10 [95 %] |", "|---|---|" + "---|" * (len(METRICS) + 2)]
     for c, e in s["decodes_seed1"].items():
         for tag, d in e.items():
             t = d["test"] or {}
             vs = d.get("vs_K10")
             out.append(f"| `{c}` | {d['label']} | " + " | ".join(f"{t[m]:.3f}" if m in t else "–" for m in METRICS)
+                       + f" | {d['distinct']}"
                        + (f" | {vs['delta']:+.3f} [{vs['low']:+.3f}, {vs['high']:+.3f}] |" if vs else " | |"))
     out += ["", "| run | finished | epochs | updates | chosen epoch (valid loss) | train seconds per epoch |",
             "|---|---|---|---|---|---|"]

@@ -71,7 +71,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     for clip, rec in records.items():
         names = [n for n in rec["models"] if rec["models"][n]["attn"] is not None]
-        fig, axes = plt.subplots(len(names), 1, figsize=(7.5, 1.6 + 2.3 * len(names)), squeeze=False)
+        fig, axes = plt.subplots(len(names), 1, figsize=(7.5, 1.6 + 2.5 * len(names)), squeeze=False,
+                                 gridspec_kw={"hspace": 0.55})
         for ax, n in zip(axes[:, 0], names):
             m = rec["models"][n]
             a = torch.tensor(m["attn"]).numpy()

@@ -291,7 +291,7 @@ def test_round_trip_through_fairseq_train_and_generate(data_bin, tmp_path, name,
     if "--memory-efficient-fp16" in extra:           # the model in fp16, the weights in float32
         assert "loss_scale" in res.stdout + res.stderr
     ckpt = tmp_path / "checkpoint_best.pt"
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
     assert state["args"].attention_normalizer == name if state.get("args") else \
         state["cfg"]["model"].attention_normalizer == name
     res = generate(data_bin, ckpt, "--print-alignment")

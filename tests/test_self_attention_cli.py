@@ -38,7 +38,7 @@ def test_memory_efficient_fp16_round_trip_through_the_clis(data_bin, tmp_path, v
     check_finite_losses(res, ("loss", "nll_loss") + (("kl",) if variant == "acvi" else ()))
     assert "loss_scale" in res.stdout + res.stderr
     ckpt = tmp_path / "checkpoint_last.pt"
-    state = torch.load(ckpt, weights_only=False)
+    state = torch.load(ckpt, weights_only=True)
     saved = state["cfg"]["model"]
     assert saved.attend_decoder_past == ("ii" in config.split("+"))
     assert saved.self_attention_heads == (2 if "iii" in config else 0)
@@ -55,7 +55,7 @@ def test_checkpoints_without_the_options_load_and_decode_as_before(data_bin, tmp
     both off and decodes exactly as the same checkpoint with them present."""
     train(data_bin, tmp_path, "--context-inference", "soft", updates=3)
     ckpt = tmp_path / "checkpoint_last.pt"
-    state = torch.load(ckpt, weights_only=False)
+    state = torch.load(ckpt, weights_only=True)
     saved = state["cfg"]["model"]
     assert (saved.attend_decoder_past, saved.self_attention_heads) == (False, 0)
     delattr(saved, "attend_decoder_past")

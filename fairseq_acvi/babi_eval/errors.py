@@ -142,7 +142,7 @@ def load_any(path: str, data: str, tasks: str):
     with train, valid and test loaded. The dictionary is rebuilt from the data, as training
     built it; a checkpoint that does not fit it is an error naming the file."""
     from fairseq_acvi.babi_eval.build import make_task
-    obj = torch.load(path, map_location="cpu", weights_only=False)
+    obj = torch.load(path, map_location="cpu", weights_only=True)
     task = make_task(data, tasks)
     if isinstance(obj, dict) and "options" in obj and "model" in obj and "cfg" not in obj:
         from fairseq_acvi.babi_eval.checkpoint import load_model

@@ -13,7 +13,7 @@ from fairseq_acvi.criterions.elbo import ELBOCriterion
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY, build_context
 from fairseq_acvi.modules.context.pag import DEFAULT_PLAN_HORIZON, plan_softmax
 from fairseq_acvi.modules.scorers import build_scorer, masked_softmax
-from test_learnability import reversal_batch, train_reversal
+from test_learnability import evaluate_reversal, train_reversal
 from test_seq2seq_model import _batch, _dictionary, build_model, decode_incrementally
 from test_translation_cli import (  # noqa: F401  (data_bin: the tiny reversal data set fixture)
     check_finite_losses, data_bin, generate, logged, train)
@@ -229,15 +229,7 @@ def test_learns_reversal_well_below_the_unigram_baseline(variant):
                            encoder_layers=1, decoder_layers=1, pag_plan_horizon=3,
                            pag_commit_weight=0.1)
     train_reversal(model, d, rng, 300, 32, 3, 6)
-    model.eval()
-    src, lengths, prev, tgt, _ = reversal_batch(d, random.Random(123), 200, 3, 6)
-    with torch.no_grad():
-        lprobs, extra = model(src, lengths, prev)
-    mask = tgt.ne(d.pad())
-    nll = float(-(lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) * mask).sum() / mask.sum())
-    freq = torch.bincount(tgt[mask], minlength=len(d)).float()
-    p = freq[freq > 0] / freq.sum()
-    unigram = float(-(p * p.log()).sum())
+    nll, unigram, extra, src, mask = evaluate_reversal(model, d, 3, 6)
     replan = float(extra["losses"]["replan"][0]) / float(mask.sum())
     assert nll < 0.2 * unigram, (nll, unigram, replan)
     assert 0.0 < replan <= 1.0

@@ -11,7 +11,7 @@ from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
 from fairseq_acvi.modules.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.scorers import SCORERS
-from test_seq2seq_model import _Task, _batch, _dictionary, decoded_steps, incremental_and_full  # noqa: F401
+from test_seq2seq_model import _Task, _batch, _dictionary, decode_incrementally, incremental_and_full  # noqa: F401
 from test_seq2seq_model import build_model as _build_model
 
 
@@ -33,7 +33,7 @@ def test_incremental_decoding_equals_teacher_forcing_with_each_scorer(scorer, co
     model, d = build_model("soft", attention_type=scorer, **CONFIGS[config])
     model.eval()
     src, lengths, prev = _batch(d)
-    inc, full, extra = incremental_and_full(model, src, lengths, prev)
+    inc, full, extra, _ = incremental_and_full(model, src, lengths, prev)
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(full.exp().sum(-1), torch.ones(full.shape[:2]))
@@ -53,7 +53,7 @@ def test_incremental_decoding_equals_teacher_forcing_with_each_context_inference
     model, d = build_model(variant, **CONFIGS["ii"])
     model.eval()
     src, lengths, prev = _batch(d)
-    inc, full, _ = incremental_and_full(model, src, lengths, prev)
+    inc, full, _, _ = incremental_and_full(model, src, lengths, prev)
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)
 
@@ -69,8 +69,7 @@ def test_beam_reordering_reorders_the_decoders_past(scorer, config):
     src, lengths, prev = _batch(d)
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
-        enc = model.encoder(src, lengths)
-        state = decoded_steps(model, enc, prev, 3)
+        enc, state = decode_incrementally(model, src, lengths, prev, 3)
         before = model.decoder.get_incremental_state(state, "cache")
         assert before["past_keys"].shape[:2] == (3, 3)
         model.decoder.reorder_incremental_state_scripting(state, order)

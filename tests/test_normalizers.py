@@ -14,7 +14,7 @@ import torch
 from fairseq_acvi.modules.context import check_options_apply
 from fairseq_acvi.modules.normalizers import (NORMALIZERS, AttentionNormalizer, sparse_normalize)
 from fairseq_acvi.modules.scorers import Memory, masked_softmax
-from test_seq2seq_model import _batch, build_model, decoded_steps
+from test_seq2seq_model import _batch, build_model, decode_incrementally, incremental_and_full
 from test_translation_cli import check_finite_losses, generate, reversal_bin, train
 
 SPARSE = ("sparsemax", "entmax15")
@@ -104,14 +104,7 @@ CASES = [(v, n) for v in ("soft", "acvi", "ved") for n in NORMALIZERS if n != "s
 
 def _incremental_equals_full(model, src, lengths, prev, pad_id):
     model.eval()
-    with torch.no_grad():
-        enc = model.encoder(src, lengths)
-        full, extra = model.decoder(prev, enc)
-        state, steps = {}, []
-        for t in range(prev.size(1)):
-            out, _ = model.decoder(prev[:, : t + 1], enc, incremental_state=state)
-            steps.append(out)
-        inc = torch.cat(steps, dim=1)
+    inc, full, extra, state = incremental_and_full(model, src, lengths, prev)
     nonpad = prev.ne(pad_id)
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)
     return extra["attn"][0], state
@@ -147,8 +140,7 @@ def test_beam_reordering_permutes_the_cumulative_attention(name):
     src, lengths, prev = _batch(d)
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
-        enc = model.encoder(src, lengths)
-        state = decoded_steps(model, enc, prev, 3)
+        enc, state = decode_incrementally(model, src, lengths, prev, 3)
         before = model.decoder.get_incremental_state(state, "cache")
         before = {k: before[k].clone() for k in ("state_attn_cum", "prep_attn_fertility")}
         model.decoder.reorder_incremental_state_scripting(state, order)
@@ -198,7 +190,7 @@ def test_learns_reversal_with_sparse_alignments(name):
     csoftmax, dense below its bounds, those of the words whose fertility is spent (15 %). With
     the constrained ones no word receives more than its fertility."""
     import random
-    from test_learnability import reversal_batch, train_reversal
+    from test_learnability import evaluate_reversal, train_reversal
     from test_seq2seq_model import _dictionary
     torch.manual_seed(0)
     rng = random.Random(0)
@@ -209,15 +201,7 @@ def test_learns_reversal_with_sparse_alignments(name):
                            encoder_layers=1, decoder_layers=1, attention_type="additive",
                            attention_normalizer=name, **fert)
     train_reversal(model, d, rng, 300, 32, 3, 6)
-    model.eval()
-    src, lengths, prev, tgt, _ = reversal_batch(d, random.Random(123), 200, 3, 6)
-    with torch.no_grad():
-        lprobs, extra = model(src, lengths, prev)
-    mask = tgt.ne(d.pad())
-    nll = float(-(lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) * mask).sum() / mask.sum())
-    freq = torch.bincount(tgt[mask], minlength=len(d)).float()
-    p = freq[freq > 0] / freq.sum()
-    unigram = float(-(p * p.log()).sum())
+    nll, unigram, extra, src, mask = evaluate_reversal(model, d, 3, 6)
     attn = extra["attn"][0]                                            # (B, T, N)
     real = mask[:, :, None] & src.ne(d.pad())[:, None, :]
     zeros = float((attn[real] == 0).float().mean())

@@ -10,7 +10,7 @@ from fairseq_acvi.modules.context import CONTEXT_REGISTRY
 from fairseq_acvi.modules.scorers import SCORERS
 from fairseq_acvi.modules.self_attention import SelfAttentionBlock
 from test_decoder_past import build_model
-from test_seq2seq_model import _batch, decoded_steps, incremental_and_full
+from test_seq2seq_model import _batch, decode_incrementally, incremental_and_full
 from test_seq2seq_model import build_model as _build_model
 
 VARIANTS = sorted(CONTEXT_REGISTRY)
@@ -87,7 +87,7 @@ def test_incremental_decoding_equals_teacher_forcing_with_each_scorer(scorer):
     model, d = build_model("soft", attention_type=scorer, **III)
     model.eval()
     src, lengths, prev = _batch(d)
-    inc, full, extra = incremental_and_full(model, src, lengths, prev)
+    inc, full, extra, _ = incremental_and_full(model, src, lengths, prev)
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)
     attn = extra["attn"][0]
@@ -101,7 +101,7 @@ def test_incremental_decoding_equals_teacher_forcing_with_each_context_inference
     model, d = build_model(variant, **III)
     model.eval()
     src, lengths, prev = _batch(d)
-    inc, full, _ = incremental_and_full(model, src, lengths, prev)
+    inc, full, _, _ = incremental_and_full(model, src, lengths, prev)
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)
 
@@ -114,8 +114,7 @@ def test_beam_reordering_reorders_the_self_attention_past(scorer):
     src, lengths, prev = _batch(d)
     order = torch.tensor([2, 0, 1, 0])
     with torch.no_grad():
-        enc = model.encoder(src, lengths)
-        state = decoded_steps(model, enc, prev, 3)
+        enc, state = decode_incrementally(model, src, lengths, prev, 3)
         before = model.decoder.get_incremental_state(state, "cache")
         assert before["sa_keys"].shape == (3, 2, 3, 10)             # (B, heads, t, d_h)
         model.decoder.reorder_incremental_state_scripting(state, order)
@@ -228,7 +227,7 @@ def test_pointer_generator_and_captioner_get_both_options_through_the_shared_dec
     assert model.encoder.self_attention is not None and model.decoder.past_attn is not None
     model.eval()
     src, lengths, prev = pg._batch(d)
-    inc, full, _ = incremental_and_full(model, src, lengths, prev)
+    inc, full, _, _ = incremental_and_full(model, src, lengths, prev)
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)
     # the gold-token path of training (the copy switch reads q_t of u_t = [q_t ; d_t]) gives the

@@ -49,7 +49,8 @@ def _batch(d, B=3, N=6, T=5, seed=0):
 
 
 def incremental_and_full(model, src, lengths, prev):
-    """(incremental log-probs (B, T, V), teacher-forced log-probs (B, T, V), teacher-forced extra)."""
+    """(incremental log-probs (B, T, V), teacher-forced log-probs (B, T, V), teacher-forced extra,
+    the incremental state after the last step)."""
     with torch.no_grad():
         enc = model.encoder(src, lengths)
         full, extra = model.decoder(prev, enc)
@@ -57,16 +58,8 @@ def incremental_and_full(model, src, lengths, prev):
         for t in range(prev.size(1)):
             out, _ = model.decoder(prev[:, : t + 1], enc, incremental_state=state)
             steps.append(out)
-    return torch.cat(steps, dim=1), full, extra
+    return torch.cat(steps, dim=1), full, extra, state
 
-
-def decoded_steps(model, enc, prev, steps):
-    """The incremental state after ``steps`` incremental decoder steps over ``prev`` (B, T)."""
-    state = {}
-    with torch.no_grad():
-        for t in range(steps):
-            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
-    return state
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_incremental_decoding_equals_teacher_forcing(variant):
@@ -74,7 +67,7 @@ def test_incremental_decoding_equals_teacher_forcing(variant):
     model, d = build_model(variant)
     model.eval()
     src, lengths, prev = _batch(d)
-    inc, full, extra = incremental_and_full(model, src, lengths, prev)
+    inc, full, extra, _ = incremental_and_full(model, src, lengths, prev)
     assert full.shape == (3, prev.size(1), len(d)) and full.dtype == torch.float32
     nonpad = prev.ne(d.pad())
     torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-5, rtol=1e-5)

@@ -80,7 +80,7 @@ from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
 from fairseq_acvi.modules.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.output_layers import OutputInputs, OutputLayer, VocabularyOutput
 from fairseq_acvi.modules.scorers import Memory
-from fairseq_acvi.modules.self_attention import SelfAttentionBlock, check_heads
+from fairseq_acvi.modules.self_attention import SelfAttentionBlock
 
 #: above this many float32 elements (B·T·S·V) the sample average runs sample by sample
 _MC_CHUNK_ELEMENTS = 1 << 26
@@ -139,15 +139,12 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             [nn.LSTMCell(in_dim if i == 0 else H, H) for i in range(self.num_layers)])
         self.init_h = nn.Linear(enc_final_dim, H)
         self.init_c = nn.Linear(enc_final_dim, H)
-        # seed 003's (iii) and (ii) (module docstring); when off nothing is built
-        heads = check_heads(getattr(args, "self_attention_heads", 0) or 0,
-                            {"--decoder-hidden-size": H})
+        # seed 003's (iii) and (ii) (module docstring; the options are checked with the model's
+        # others, models/seq2seq_base.py); when off nothing is built
+        heads = getattr(args, "self_attention_heads", 0) or 0
         self.self_attn = (SelfAttentionBlock(H, heads, self.dropout_out) if heads else None)
-        attend_past = getattr(args, "attend_decoder_past", False) or False
-        if not isinstance(attend_past, bool):
-            raise ValueError(f"--attend-decoder-past is a switch (True / False), got {attend_past!r}")
         self.past_attn = (DecoderPastAttention(args.attention_type, H, args.attention_dim)
-                          if attend_past else None)
+                          if getattr(args, "attend_decoder_past", False) else None)
         #: size of u_t, the decoder output the prediction reads: [q_t ; d_t] with (ii), else q_t
         self.pred_dim = H + (self.past_attn.value_dim if self.past_attn is not None else 0)
         self.W_c = nn.Linear(self.pred_dim + self.context.context_dim, self.out_dim, bias=False)

@@ -74,13 +74,16 @@ class UncertaintyEnsemble:
 class UncertaintyRecorder:
     """Mixin placed before a ``SequenceGenerator`` class (see :func:`enable_uncertainty`).
 
-    After each ``generate``, :attr:`last_batch` maps every sample id of the batch to the
-    per-token uncertainties (T, 3) of its hypotheses, in the order ``generate`` returned them.
+    After each ``generate``, :attr:`last_hypos` maps every sample id of the batch to its
+    hypotheses (fairseq's dicts, with their uncertainties), in the order ``generate`` returned them.
     """
 
-    last_batch: Dict[int, List[Tensor]]
-    #: after each ``generate``: every sample id of the batch -> its hypotheses (fairseq's dicts)
     last_hypos: Dict[int, List[dict]]
+
+    @property
+    def last_batch(self) -> Dict[int, List[Tensor]]:
+        """Every sample id of the last batch -> the per-token uncertainties (T, 3) of its hypotheses."""
+        return {sid: [h["uncertainty"] for h in hs] for sid, hs in self.last_hypos.items()}
 
     def _uncertainty_source(self):
         """What holds the path: the one decoder, or the ensemble that combines its members."""
@@ -107,7 +110,6 @@ class UncertaintyRecorder:
                 h["sentence_uncertainty"] = sentence_scores(h["uncertainty"],
                                                             h["positional_scores"])
         ids = sample["id"].tolist() if "id" in sample else list(range(len(hypos)))
-        self.last_batch = {sid: [h["uncertainty"] for h in hs] for sid, hs in zip(ids, hypos)}
         self.last_hypos = dict(zip(ids, hypos))
         return hypos
 
@@ -178,6 +180,6 @@ def enable_uncertainty(generator):
         _swap_class(generator.model, UncertaintyEnsemble)
     if not isinstance(generator, UncertaintyRecorder):
         _swap_class(generator, UncertaintyRecorder)
-        generator.last_batch, generator.last_hypos = {}, {}
+        generator.last_hypos = {}
     set_rows_per_sentence(models, generator.beam_size)
     return generator

@@ -45,11 +45,11 @@ def make_dict(V):
     return d
 
 
-def ours(d, variant, dim, layers, mc=10):
+def ours(d, variant, dim, layers, mc=10, **options):
     args = argparse.Namespace(arch="acvi_lstm", context_inference=variant, encoder_embed_dim=dim,
                               decoder_embed_dim=dim, encoder_hidden_size=dim,
                               decoder_hidden_size=dim, encoder_layers=layers,
-                              decoder_layers=layers, dropout=0.2, mc_samples=mc)
+                              decoder_layers=layers, dropout=0.2, mc_samples=mc, **options)
     base_architecture(args)
     return ACVILSTMModel.build_model(args, _Task(d))
 

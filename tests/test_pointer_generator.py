@@ -466,17 +466,18 @@ def test_target_only_mixture_equals_the_gathered_full_mixture():
     y[0, 0, 0], y[1, 0, 0] = 12, 13                          # copied marker; a marker not in source
     full = copy_mixture_log_probs(logits, p_gen, attn, src, V).gather(-1, y.unsqueeze(-1).expand(B, T, S, 1))
     fast = copy_mixture_target_log_probs(logits, p_gen, attn, src, y)
-    assert fast.shape == (B, T, S) and fast.dtype == torch.float32
-    torch.testing.assert_close(fast, full.squeeze(-1), rtol=1e-6, atol=1e-6)
+    assert fast.shape == (B, T, S) and fast.dtype == torch.float64    # float64 stays float64
+    torch.testing.assert_close(fast, full.squeeze(-1), rtol=1e-10, atol=1e-10)
     g_fast, = torch.autograd.grad(fast.sum(), logits)
     g_full, = torch.autograd.grad(full.sum(), logits)
-    torch.testing.assert_close(g_fast, g_full.float().to(g_fast.dtype), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(g_fast, g_full, rtol=1e-10, atol=1e-10)
 
 
 def test_gold_vocab_log_probs_is_the_log_softmax_at_the_gold_id_with_broadcasting():
     """gold_vocab_log_probs(logits, y) = logit_y − logsumexp(logits) (the definition), values and
-    gradients, float32 out of float64 / float16 logits; logits (B, T, 1, n) broadcast against ids
-    (B, T, S) as the K samples of ACVI do, and ids (B, T, 1) against logits (B, T, S, n)."""
+    gradients, float64 out of float64 and float32 out of float16 logits; logits (B, T, 1, n)
+    broadcast against ids (B, T, S) as the K samples of ACVI do, and ids (B, T, 1) against logits
+    (B, T, S, n)."""
     from fairseq_acvi.modules.copy_generator import gold_vocab_log_probs
     g = torch.Generator().manual_seed(5)
     B, T, S, n = 2, 3, 4, 11
@@ -485,13 +486,13 @@ def test_gold_vocab_log_probs_is_the_log_softmax_at_the_gold_id_with_broadcastin
         y = torch.randint(0, n, y_shape, generator=g)
         lead = torch.broadcast_shapes(l_shape[:-1], y_shape)
         got = gold_vocab_log_probs(logits, y)
-        assert got.shape == lead and got.dtype == torch.float32
+        assert got.shape == lead and got.dtype == torch.float64
         ref = (logits.expand(*lead, n).gather(-1, y.expand(lead).unsqueeze(-1)).squeeze(-1)
                - torch.logsumexp(logits, -1).expand(lead))
-        torch.testing.assert_close(got, ref.float(), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10)
         g_got, = torch.autograd.grad(got.sum(), logits)
         g_ref, = torch.autograd.grad(ref.sum(), logits)
-        torch.testing.assert_close(g_got, g_ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(g_got, g_ref, rtol=1e-10, atol=1e-10)
     half = torch.randn(5, n, generator=g).half()
     assert gold_vocab_log_probs(half, torch.zeros(5, dtype=torch.long)).dtype == torch.float32
 

@@ -55,7 +55,7 @@ SEQ2SEQ_DEFAULTS = dict(
     attention_type="multiplicative", attention_dim=256, share_decoder_input_output_embed=False,
     init_scale=DEFAULT_INIT_SCALE, context_ablation="none",
     max_source_positions=1024, max_target_positions=1024,
-    attend_decoder_past=False, self_attention_heads=0,
+    attend_decoder_past=False, self_attention_heads=0, input_feeding=1,
 )
 
 
@@ -76,6 +76,12 @@ def add_seq2seq_args(parser):
     parser.add_argument("--attention-dim", type=int, metavar="N",
                         help="projection size of additive / scaled-dot scorers")
     parser.add_argument("--share-decoder-input-output-embed", action="store_true")
+    parser.add_argument("--input-feeding", type=int, choices=[0, 1], metavar="0|1",
+                        help="1 (default, Luong et al.'s input feeding): the previous step's "
+                             "attentional vector tanh(W_c[s; c]) is an input of the decoder LSTM; "
+                             "0: it is not, so a teacher-forced pass runs the LSTM over all steps "
+                             "in one fused call and the attention of every step at once, where "
+                             "the context inference allows it (docs/method.md §3.7)")
     parser.add_argument("--attend-decoder-past", action="store_true", default=None,
                         help="seed 003's configuration (ii): at each step the decoder also attends "
                              "over its own earlier outputs with a second scorer of the "
@@ -123,6 +129,8 @@ def seq2seq_defaults(args, **overrides):
         raise ValueError(f"--context-ablation: unknown value {args.context_ablation!r}; choose "
                          f"from {', '.join(ABLATIONS)}")
     check_sample_count("--mc-samples", args.mc_samples)
+    if args.input_feeding not in (0, 1) or isinstance(args.input_feeding, float):
+        raise ValueError(f"--input-feeding must be 0 or 1, got {args.input_feeding!r}")
     if not isinstance(args.attend_decoder_past, bool):
         raise ValueError("--attend-decoder-past is a switch (True / False), got "
                          f"{args.attend_decoder_past!r}")

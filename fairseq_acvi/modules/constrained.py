@@ -37,9 +37,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-def at_least_float32(x: Tensor) -> Tensor:
-    """x in float32, or float64 when it is float64 (the gradient checks)."""
-    return x if x.dtype == torch.float64 else x.float()
+from fairseq_acvi.modules.precision import at_least_float32
 
 
 def _check_feasible(u: Tensor, pad_mask: Tensor) -> None:

@@ -11,6 +11,12 @@ One decoder step (Luong et al. 2015 with input feeding, P 4, P 10):
 then ``out = context_inference.finish(stack(out_1..T))`` completes, for all steps at once, what the
 recurrence does not read (ACVI's variance, KL and samples).
 
+Without input feeding (``--input-feeding 0``, docs/method.md §3.7) x_t = [E y_{t-1} ; z]: a
+teacher-forced pass then runs each LSTM layer over all steps in one fused call and the scorer,
+the context inference (``steps``) and W_c for all steps at once (:meth:`_all_steps`), where
+nothing else is recurrent (:attr:`runs_in_parallel`); incremental decoding and the recurrent
+configurations run the step loop (:meth:`_step_by_step`).
+
 A ``stateful`` context inference (planning attention, §3.4) also gets its recurrent state r_{t-1}
 and returns r_t; the state lives in the incremental state beside the LSTM state (keys
 ``state_<name>``, batch-first) and is reordered with the beam like it.
@@ -79,6 +85,7 @@ from fairseq_acvi.modules.sample_combination import RunningCombination, combine_
 from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
 from fairseq_acvi.modules.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.output_layers import OutputInputs, OutputLayer, VocabularyOutput
+from fairseq_acvi.modules.precision import at_least_float32
 from fairseq_acvi.modules.scorers import Memory
 from fairseq_acvi.modules.self_attention import SelfAttentionBlock
 
@@ -128,7 +135,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         self.scorer = variant.build_scorer(args, H, value_dim, coverage=coverage)
         self.context = variant(args, self.scorer.value_dim, H, enc_final_dim)
         self.out_dim = args.decoder_out_embed_dim
-        self.feed_dim = self.out_dim
+        #: Luong et al.'s input feeding (``--input-feeding``, default 1): f_{t-1} is an LSTM input
+        self.input_feeding = bool(getattr(args, "input_feeding", 1))
+        self.feed_dim = self.out_dim if self.input_feeding else 0
         self.word_keep = getattr(self.context, "word_keep", 1.0)
         #: "zero": every context (mean and samples) is replaced by zeros (source-use diagnostics;
         #: "shuffle" is done by the encoder, which hands over another sentence's annotations)
@@ -234,11 +243,110 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             tokens = tokens.masked_fill(drop & tokens.ne(self.padding_idx), self.unk_idx)
         x = F.dropout(self.embed_tokens(tokens), p=self.dropout_in, training=self.training)
         B, T, _ = x.shape
-
-        h, c = list(cache["h"].unbind(0)), list(cache["c"].unbind(0))
-        feed, coverage = cache.get("feed"), cache.get("coverage")
         mem = Memory(cache["keys"], cache["values"], cache["pad"])
         prepared = {k[len("prep_"):]: v for k, v in cache.items() if k.startswith("prep_")}
+        if incremental_state is None and self.runs_in_parallel:
+            s, feeds, steps, new_cache = self._all_steps(x, cache, mem, prepared)
+            cov_loss = past_attn = None
+        else:
+            s, feeds, steps, new_cache, cov_loss, past_attn = self._step_by_step(
+                x, cache, mem, prepared, t0)
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "cache", new_cache)
+        stats = {} if self.record_uncertainty and not score_target else None
+
+        out = self.context.finish(steps, prepared)                     # fields (B, T, ...)
+        if self.context_ablation == "zero":                            # samples made by finish
+            out = out.zeroed()
+        if score_target:
+            lprobs, target_lprobs = None, self._predict_target(s, feeds, out, x, cache, target)
+        else:
+            lprobs, target_lprobs = self._predict(s, feeds, out, x, cache, stats=stats), None
+        nonpad = prev_output_tokens.ne(self.padding_idx)               # (B, T)
+        losses = {}
+        for name, val in out.losses.items():
+            losses[name] = ((val * nonpad).sum(), self.context.loss_weight(name))
+        if cov_loss is not None:
+            losses["coverage"] = ((cov_loss * nonpad).sum(), None)
+        if self.training and self.context.needs_target:
+            if target is None:
+                target = self._targets(prev_output_tokens)
+            fn = lambda ctx: self.output_log_probs(s, ctx, out, x, cache).gather(  # noqa: E731
+                -1, target[:, :, None, None].expand(*ctx.shape[:3], 1)).squeeze(-1)
+            for name, val in self.context.sequence_losses(out, fn, target, prepared).items():
+                losses[name] = ((val * nonpad).sum(), self.context.loss_weight(name))
+        if incremental_state is None or t0 == 0:
+            for name, val in self.context.sentence_losses(prepared).items():
+                losses[name] = (val.sum(), self.context.loss_weight(name))
+        extra = {"attn": [out.attn], "losses": losses, "token_terms": out.losses}
+        if past_attn is not None:
+            extra["decoder_past_attn"] = past_attn
+        if target_lprobs is not None:
+            extra["target_lprobs"] = target_lprobs
+        if stats is not None:
+            u = stats.get("uncertainty")
+            self._keep_uncertainty(unc.single(lprobs) if u is None else u, extra, new_cache,
+                                   incremental_state, lprobs)
+        return lprobs, extra
+
+    # -- the two ways through the steps ---------------------------------------------------------
+    #: False forces the step loop where the parallel path would run (benchmarks and tests compare
+    #: the two on one model)
+    parallel_teacher_forcing = True
+
+    @property
+    def runs_in_parallel(self) -> bool:
+        """Whether a teacher-forced pass (no incremental state) computes every step at once
+        (:meth:`_all_steps`): no input feeding, a context inference that allows it (not
+        stateful: no planning, no constrained normaliser), no coverage and neither of seed 003's
+        decoder options (their recurrences run step by step)."""
+        return (self.parallel_teacher_forcing and not self.input_feeding
+                and self.context.runs_in_parallel and not self.use_coverage
+                and self.self_attn is None and self.past_attn is None)
+
+    def _layer_params(self, i: int):
+        cell = self.layers[i]
+        return [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+
+    def _all_steps(self, x: Tensor, cache: Dict[str, Tensor], mem: Memory,
+                   prepared: Dict[str, Tensor]):
+        """Every step of a teacher-forced pass at once (docs/method.md §3.7; only when
+        :attr:`runs_in_parallel`): each LSTM layer over all T steps in one fused call (cuDNN on
+        a GPU, ATen's CPU kernel), the scores, the context inference and W_c for all steps in
+        batched calls. x (B, T, E) -> (u (B, T, H), the attentional vectors (B, T, out_dim), the
+        stacked steps (fields (B, T, ...)) before ``finish``, the final state). The values of
+        :meth:`_step_by_step` up to float rounding; the dropout between layers is an ``F.dropout``
+        of each layer's outputs, as there (so MC dropout samples it)."""
+        extra_in = self.context.decoder_input(prepared)
+        inp = x
+        if extra_in is not None:
+            inp = torch.cat([x, extra_in.to(x.dtype).unsqueeze(1).expand(-1, x.size(1), -1)], dim=2)
+        hs, cs = [], []
+        for i in range(self.num_layers):
+            if i > 0:
+                inp = F.dropout(inp, p=self.dropout_out, training=self.training)
+            inp, h_i, c_i = torch.lstm(inp, (cache["h"][i:i + 1], cache["c"][i:i + 1]),
+                                       self._layer_params(i), True, 1, 0.0, self.training,
+                                       False, True)
+            hs.append(h_i)
+            cs.append(c_i)
+        s = inp                                                        # (B, T, H)
+        out = self.context.steps(self.scorer(s, mem), s, mem, prepared)
+        if self.context_ablation == "zero":
+            out = out.zeroed()
+        feeds = torch.tanh(self.W_c(torch.cat([s, out.mean.to(s.dtype)], dim=2)))
+        new_cache = dict(cache, h=torch.cat(hs), c=torch.cat(cs))
+        return s, feeds, out, new_cache
+
+    def _step_by_step(self, x: Tensor, cache: Dict[str, Tensor], mem: Memory,
+                      prepared: Dict[str, Tensor], t0: int):
+        """The decoder's recurrence one step after the other (module docstring), steps t0 ..
+        t0 + T − 1. x (B, T, E) -> (u (B, T, pred_dim), the attentional vectors (B, T, out_dim),
+        the stacked steps before ``finish``, the new incremental state, the coverage loss (B, T)
+        or None, seed 003's decoder-past weights (B, T, t0 + T − 1) or None)."""
+        T = x.size(1)
+        h, c = list(cache["h"].unbind(0)), list(cache["c"].unbind(0))
+        feed, coverage = cache.get("feed"), cache.get("coverage")
         ctx_state = {k[len("state_"):]: v for k, v in cache.items() if k.startswith("state_")}
         stateful = self.context.stateful
         extra_in = self.context.decoder_input(prepared)
@@ -254,7 +362,7 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         x_steps = x.unbind(1)
         for t in range(T):
             parts = [x_steps[t]]
-            if feed is not None:
+            if self.input_feeding:
                 parts.append(F.dropout(feed, p=self.dropout_out, training=self.training))
             if extra_in is not None:
                 parts.append(extra_in.to(x.dtype))
@@ -287,7 +395,9 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             feeds.append(feed)
             steps.append(out)
 
-        new_cache = dict(cache, h=torch.stack(h), c=torch.stack(c), feed=feed)
+        new_cache = dict(cache, h=torch.stack(h), c=torch.stack(c))
+        if self.input_feeding:
+            new_cache["feed"] = feed
         if sa is not None:
             new_cache.update(sa_keys=sa_keys, sa_values=sa_values)
         if past is not None:
@@ -295,47 +405,13 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if coverage is not None:
             new_cache["coverage"] = coverage
         new_cache.update({"state_" + k: v for k, v in ctx_state.items()})
-        if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "cache", new_cache)
-        stats = {} if self.record_uncertainty and not score_target else None
-
-        s = torch.stack(s_all, dim=1)                                  # (B, T, pred_dim)
-        out = self.context.finish(stack_steps(steps), prepared)       # fields (B, T, ...)
-        if self.context_ablation == "zero":                            # samples made by finish
-            out = out.zeroed()
-        feeds = torch.stack(feeds, dim=1)                              # (B, T, out_dim)
-        if score_target:
-            lprobs, target_lprobs = None, self._predict_target(s, feeds, out, x, cache, target)
-        else:
-            lprobs, target_lprobs = self._predict(s, feeds, out, x, cache, stats=stats), None
-        nonpad = prev_output_tokens.ne(self.padding_idx)               # (B, T)
-        losses = {}
-        for name, val in out.losses.items():
-            losses[name] = ((val * nonpad).sum(), self.context.loss_weight(name))
-        if cov_losses:
-            losses["coverage"] = ((torch.stack(cov_losses, 1) * nonpad).sum(), None)
-        if self.training and self.context.needs_target:
-            if target is None:
-                target = self._targets(prev_output_tokens)
-            fn = lambda ctx: self.output_log_probs(s, ctx, out, x, cache).gather(  # noqa: E731
-                -1, target[:, :, None, None].expand(*ctx.shape[:3], 1)).squeeze(-1)
-            for name, val in self.context.sequence_losses(out, fn, target, prepared).items():
-                losses[name] = ((val * nonpad).sum(), self.context.loss_weight(name))
-        if incremental_state is None or t0 == 0:
-            for name, val in self.context.sentence_losses(prepared).items():
-                losses[name] = (val.sum(), self.context.loss_weight(name))
-        extra = {"attn": [out.attn], "losses": losses, "token_terms": out.losses}
+        past_attn = None
         if past is not None:
             width = t0 + T - 1
-            extra["decoder_past_attn"] = torch.stack(
-                [F.pad(b, (0, width - b.size(1))) for b in past_attns], dim=1)   # (B, T, width)
-        if target_lprobs is not None:
-            extra["target_lprobs"] = target_lprobs
-        if stats is not None:
-            u = stats.get("uncertainty")
-            self._keep_uncertainty(unc.single(lprobs) if u is None else u, extra, new_cache,
-                                   incremental_state, lprobs)
-        return lprobs, extra
+            past_attn = torch.stack([F.pad(b, (0, width - b.size(1))) for b in past_attns],
+                                    dim=1)                              # (B, T, width)
+        return (torch.stack(s_all, dim=1), torch.stack(feeds, dim=1), stack_steps(steps),
+                new_cache, torch.stack(cov_losses, 1) if cov_losses else None, past_attn)
 
     def _keep_uncertainty(self, u: Tensor, extra: Dict, new_cache: Dict[str, Tensor],
                           incremental_state, lprobs: Tensor) -> None:
@@ -370,8 +446,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
     def _sample_log_weights(out: StepOutput) -> Tensor:
         """log w_s (B, T, S) float32 of the S contexts: theirs, or uniform."""
         B, T, S = out.samples.shape[:3]
-        return (out.log_weights.float() if out.log_weights is not None
-                else out.samples.new_full((B, T, S), -math.log(S), dtype=torch.float32))
+        return (at_least_float32(out.log_weights) if out.log_weights is not None
+                else at_least_float32(out.samples.new_full((B, T, S), -math.log(S))))
 
     def _output(self, hid, ctx, s, out: StepOutput, x, cache, target=None) -> Tensor:
         """hid (B, T, S, out_dim), ctx (B, T, S, d_c) -> the output layer's (B, T, S, V) or, with
@@ -538,7 +614,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         mem = self.scorer.prepare(h, pad)
         cache.update(keys=mem.keys, values=mem.values, pad=mem.pad_mask)
         B = h.size(0)
-        cache["feed"] = h.new_zeros(B, self.feed_dim)
+        if self.input_feeding:
+            cache["feed"] = h.new_zeros(B, self.feed_dim)
         if self.head.needs_source_ids:
             cache["src_ids"] = encoder_out["src_tokens"][0]            # (B, N) right-padded, = values
         if self.use_coverage:

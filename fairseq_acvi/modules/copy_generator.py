@@ -17,6 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_acvi.modules.precision import at_least_float32
+
 EPS = 1e-10
 
 
@@ -33,7 +35,8 @@ class CopySwitch(nn.Module):
         self.w_x = nn.Linear(input_dim, 1, bias=False)
 
     def forward(self, c: Tensor, s: Tensor, x: Tensor) -> Tensor:
-        logit = self.w_c(c).float() + self.w_s(s.to(c.dtype)).float() + self.w_x(x.to(c.dtype)).float()
+        logit = (at_least_float32(self.w_c(c)) + at_least_float32(self.w_s(s.to(c.dtype)))
+                 + at_least_float32(self.w_x(x.to(c.dtype))))
         return torch.sigmoid(logit)
 
 
@@ -49,8 +52,8 @@ def copy_mixture_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Tensor, sr
     All leading dims are broadcast together (e.g. vocab_logits (B, T, S, n_real) with attn
     (B, T, 1, N) and src_ids (B, 1, 1, N)). Returns (..., V).
     """
-    p_vocab = F.softmax(vocab_logits.float(), dim=-1)                    # (..., n_real)
-    p_gen = p_gen.float()
+    p_vocab = F.softmax(at_least_float32(vocab_logits), dim=-1)        # (..., n_real)
+    p_gen = at_least_float32(p_gen)
     lead = torch.broadcast_shapes(p_vocab.shape[:-1], p_gen.shape[:-1], attn.shape[:-1],
                                   src_ids.shape[:-1])
     n_real = p_vocab.size(-1)
@@ -71,7 +74,7 @@ def mixture_log_probs(gen: Tensor, copy_mass: Tensor, attn: Tensor, src_ids: Ten
     n_real, N = gen.size(-1), attn.size(-1)
     if n_real < vocab_size:
         gen = torch.cat([gen, gen.new_zeros(*lead, vocab_size - n_real)], dim=-1)
-    copy = (copy_mass * attn.float()).expand(*lead, N)
+    copy = (copy_mass * at_least_float32(attn)).expand(*lead, N)
     mixed = gen.scatter_add(-1, src_ids.expand(*lead, N), copy)          # (..., V)
     return mixed.clamp_min(eps).log()
 
@@ -85,7 +88,7 @@ def gold_vocab_log_probs(vocab_logits: Tensor, ids: Tensor) -> Tensor:
     ``logit_y − logsumexp(logits)``, whose forward and backward each make several passes and
     temporaries the size of the logits (benchmarks/bench_gold_log_probs.py).
     """
-    lp = F.log_softmax(vocab_logits.float(), dim=-1)
+    lp = F.log_softmax(at_least_float32(vocab_logits), dim=-1)
     lead = torch.broadcast_shapes(lp.shape[:-1], ids.shape)
     return lp.expand(*lead, lp.size(-1)).gather(-1, ids.expand(lead).unsqueeze(-1)).squeeze(-1)
 
@@ -107,7 +110,7 @@ def copy_mixture_target_log_probs(vocab_logits: Tensor, p_gen: Tensor, attn: Ten
     y = target.expand(lead)
     in_vocab = y < n_real
     p_vocab_y = torch.exp(gold_vocab_log_probs(vocab_logits, y.clamp_max(n_real - 1))) * in_vocab
-    copy_y = (attn.float().expand(*lead, attn.size(-1))
+    copy_y = (at_least_float32(attn).expand(*lead, attn.size(-1))
               * src_ids.expand(*lead, src_ids.size(-1)).eq(y.unsqueeze(-1))).sum(-1)
-    p_gen = p_gen.float().squeeze(-1).expand(lead)
+    p_gen = at_least_float32(p_gen).squeeze(-1).expand(lead)
     return (p_gen * p_vocab_y + (1.0 - p_gen) * copy_y).clamp_min(eps).log()

@@ -40,7 +40,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_acvi.modules.constrained import at_least_float32, csoftmax, csparsemax
+from fairseq_acvi.modules.constrained import csoftmax, csparsemax
+from fairseq_acvi.modules.precision import at_least_float32
 from fairseq_acvi.modules.scorers import Memory, masked_softmax
 
 NORMALIZERS = ("softmax", "sparsemax", "entmax15", "csoftmax", "csparsemax")
@@ -161,9 +162,11 @@ class AttentionNormalizer(nn.Module):
     def forward(self, scores: Tensor, mem: Memory, prepared: Dict[str, Tensor],
                 state: Optional[Dict[str, Tensor]] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """scores (B, N), −inf at padding -> (a_t (B, N) float32, the next state: {} or
-        {"attn_cum": β_t})."""
+        {"attn_cum": β_t}). The unconstrained ones also take every step at once: scores
+        (B, T, N) -> (B, T, N)."""
         if not self.stateful:
-            return sparse_normalize(self.name, scores, mem.pad_mask), {}
+            pad = mem.pad_mask if scores.dim() == 2 else mem.pad_mask.unsqueeze(1)
+            return sparse_normalize(self.name, scores, pad), {}
         if state is None or "attn_cum" not in state:
             raise ValueError(f"--attention-normalizer {self.name} needs the cumulative attention "
                              "(the context inference's recurrent state; the decoder passes "

@@ -37,6 +37,7 @@ from torch import Tensor
 from fairseq_acvi.modules.copy_generator import (EPS, CopySwitch, copy_mixture_log_probs,
                                                  copy_mixture_target_log_probs, gold_vocab_log_probs,
                                                  mixture_log_probs)
+from fairseq_acvi.modules.precision import at_least_float32
 
 
 @dataclass
@@ -105,7 +106,7 @@ class VocabularyOutput(OutputLayer):
         super().__init__(out_dim, vocab_size, vocab_size, dropout)
 
     def forward(self, hid, inputs, target=None):
-        lp = F.log_softmax(self.logits(hid).float(), dim=-1)
+        lp = F.log_softmax(at_least_float32(self.logits(hid)), dim=-1)
         return lp if target is None else lp.gather(-1, target.unsqueeze(-1).expand(
             *lp.shape[:-1], 1)).squeeze(-1)
 
@@ -139,9 +140,9 @@ class CopyOutput(OutputLayer):
         """(Σ_c w_c p_gen,c P_vocab,c (B, T, n_real), Σ_c w_c (1 − p_gen,c) (B, T, 1)), float32:
         the attention a_t is the same for every sample, so the copy part of the average is
         (Σ_s w_s (1 − p_gen,s)) a_t, scattered once (:meth:`from_prob_share`)."""
-        p_vocab = F.softmax(self.logits(hid).float(), dim=-1)                # (B, T, c, n_real)
-        p_gen = self.switch(inputs.ctx, inputs.s, inputs.x).float()           # (B, T, c, 1)
-        w = w.float().unsqueeze(-1)                                            # (B, T, c, 1)
+        p_vocab = F.softmax(at_least_float32(self.logits(hid)), dim=-1)       # (B, T, c, n_real)
+        p_gen = at_least_float32(self.switch(inputs.ctx, inputs.s, inputs.x))  # (B, T, c, 1)
+        w = at_least_float32(w).unsqueeze(-1)                                   # (B, T, c, 1)
         gen = torch.matmul((w * p_gen).transpose(-1, -2), p_vocab).squeeze(-2)
         return gen, (w * (1.0 - p_gen)).sum(-2)
 
@@ -157,7 +158,7 @@ def vocab_only_log_probs(vocab_logits: Tensor, vocab_size: int, marker_log_prob:
     vocab_logits (..., n_real) -> (..., V) float32 (V = ``vocab_size`` ≥ n_real); the real ids get
     ``log_softmax(vocab_logits)`` (sums to 1), ids [n_real, V) the constant ``marker_log_prob``.
     """
-    lp = F.log_softmax(vocab_logits.float(), dim=-1)
+    lp = F.log_softmax(at_least_float32(vocab_logits), dim=-1)
     n_real = lp.size(-1)
     if n_real > vocab_size:
         raise ValueError(f"no-copy output: {n_real} vocabulary logits for a dictionary of {vocab_size}")

@@ -8,6 +8,7 @@ Usage, once per source batch and then once per decoder step::
     mem = scorer.prepare(h, pad_mask)          # h: (B, N, d_enc), pad_mask: (B, N) bool
     e_t = scorer(s_t, mem, coverage=k_t)       # s_t: (B, d_dec) -> e_t: (B, N)
     c_t = softmax(e_t) @ mem.values            # mem.values: (B, N, value_dim)
+    e   = scorer(s, mem)                       # every step at once: s (B, T, d_dec) -> (B, T, N)
 
 ``prepare`` does all the per-source work (key projections) so that the per-step path is one
 small matmul; ``mem`` is a :class:`Memory` whose tensors are batch-first and can be reordered
@@ -23,6 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+
+from fairseq_acvi.modules.precision import at_least_float32
 
 SCORERS = ("additive", "multiplicative", "scaled-dot", "key-value")
 
@@ -57,8 +60,19 @@ class Scorer(nn.Module):
     def score(self, query: Tensor, mem: Memory, coverage: Optional[Tensor]) -> Tensor:
         raise NotImplementedError  # pragma: no cover - interface
 
+    def score_steps(self, query: Tensor, mem: Memory) -> Tensor:
+        """Every step's scores at once, no coverage: query (B, T, d_dec) -> (B, T, N)."""
+        raise NotImplementedError  # pragma: no cover - interface
+
     def forward(self, query: Tensor, mem: Memory, coverage: Optional[Tensor] = None) -> Tensor:
-        """query: (B, d_dec); coverage: (B, N) or None -> masked scores (B, N)."""
+        """query: (B, d_dec); coverage: (B, N) or None -> masked scores (B, N). Every step at
+        once (the parallel teacher-forced path, docs/method.md §3.7): query (B, T, d_dec) ->
+        (B, T, N); coverage, which depends on the earlier steps' weights, is refused there."""
+        if query.dim() == 3:
+            if coverage is not None:
+                raise ValueError("coverage depends on the earlier steps' attention: it cannot be "
+                                 "scored for every step at once")
+            return masked_fill_scores(self.score_steps(query, mem), mem.pad_mask.unsqueeze(1))
         return masked_fill_scores(self.score(query, mem, coverage), mem.pad_mask)
 
 
@@ -91,6 +105,10 @@ class AdditiveScorer(Scorer):
             pre = pre + coverage.unsqueeze(-1).to(pre.dtype) * self.w_k
         return self.v(torch.tanh(pre)).squeeze(-1)
 
+    def score_steps(self, query, mem):
+        pre = mem.keys.unsqueeze(1) + self.W_s(query).unsqueeze(2)  # (B, T, N, a)
+        return self.v(torch.tanh(pre)).squeeze(-1)
+
 
 class MultiplicativeScorer(Scorer):
     """Luong "general": e_ti = h_iᵀ W s_t   (P 10). W is applied to h once per batch."""
@@ -105,6 +123,9 @@ class MultiplicativeScorer(Scorer):
 
     def score(self, query, mem, coverage):
         return torch.bmm(mem.keys, query.unsqueeze(2)).squeeze(2)
+
+    def score_steps(self, query, mem):
+        return torch.bmm(query, mem.keys.transpose(1, 2))
 
 
 class ScaledDotScorer(Scorer):
@@ -122,6 +143,9 @@ class ScaledDotScorer(Scorer):
 
     def score(self, query, mem, coverage):
         return torch.bmm(mem.keys, self.P_s(query).unsqueeze(2)).squeeze(2)
+
+    def score_steps(self, query, mem):
+        return torch.bmm(self.P_s(query), mem.keys.transpose(1, 2))
 
 
 class KeyValueScorer(Scorer):
@@ -141,6 +165,9 @@ class KeyValueScorer(Scorer):
 
     def score(self, query, mem, coverage):
         return self.inner.score(query, mem, coverage)
+
+    def score_steps(self, query, mem):
+        return self.inner.score_steps(query, mem)
 
 
 class NoScorer(Scorer):
@@ -178,5 +205,6 @@ def build_scorer(name: str, query_dim: int, key_dim: int, attn_dim: int,
 
 
 def masked_softmax(scores: Tensor) -> Tensor:
-    """Softmax over the last dim in float32 (scores already hold -inf at padding)."""
-    return F.softmax(scores.float(), dim=-1)
+    """Softmax over the last dim in float32, float64 for float64 scores (scores already hold
+    -inf at padding)."""
+    return F.softmax(at_least_float32(scores), dim=-1)

@@ -27,6 +27,8 @@ import torch.nn.functional as F
 from fairseq_acvi.modules.context.base import (ContextInference, StepOutput, check_mc_combine,
                                                check_mc_sampling, check_sample_count,
                                                register_context)
+from fairseq_acvi.modules.context.soft import attend
+from fairseq_acvi.modules.precision import at_least_float32
 
 
 def mlp(dim_in: int, hidden: int, dim_out: int, depth: int) -> nn.Sequential:
@@ -41,14 +43,14 @@ def mlp(dim_in: int, hidden: int, dim_out: int, depth: int) -> nn.Sequential:
 
 def gaussian_kl_to_standard(mean, var):
     """KL(N(mean, diag var) || N(0, I)) summed over the last dim, in float32. (..., d) -> (...)."""
-    mean, var = mean.float(), var.float()
+    mean, var = at_least_float32(mean), at_least_float32(var)
     return 0.5 * (mean.pow(2) + var - 1.0 - var.log()).sum(-1)
 
 
 def gaussian_kl_parts(mean, var):
     """The two parts of KL(N(mean, diag var) || N(0, I)) per dimension, float32:
     (½ mean², ½ (var − 1 − log var)), each (..., d); their sum over d is the KL."""
-    mean, var = mean.float(), var.float()
+    mean, var = at_least_float32(mean), at_least_float32(var)
     return 0.5 * mean.pow(2), 0.5 * (var - 1.0 - var.log())
 
 
@@ -74,6 +76,7 @@ DIAGNOSTICS = ("kl_mean_part", "kl_var_part", "ctx_norm2", "ctx_var")
 
 @register_context("acvi")
 class ACVIContext(ContextInference):
+    parallel = True
     DEFAULTS = dict(acvi_mean="identity", acvi_logvar_layers=1, acvi_logvar_init=-6.0,
                     acvi_logvar_bound=None, acvi_sampler="gaussian", acvi_gumbel_temperature=0.5,
                     acvi_free_bits=0.0, acvi_kl_cycle_updates=0, acvi_train_samples=1,
@@ -203,13 +206,13 @@ class ACVIContext(ContextInference):
         to [logvar_min, logvar_max]). Under ``--acvi-value-norm layernorm`` h is first normalised
         over d, in float32."""
         if self.value_norm == "layernorm":
-            h = F.layer_norm(h.float(), h.shape[-1:]).to(h.dtype)
+            h = F.layer_norm(at_least_float32(h), h.shape[-1:]).to(h.dtype)
         mu = self.mean_net(h) if self.mean_net is not None else h
-        logvar = self.logvar_net(h).float()
+        logvar = at_least_float32(self.logvar_net(h))
         if self.logvar_bound is not None:
             logvar = self.logvar_bound - F.softplus(self.logvar_bound - logvar)
         logvar = logvar.clamp(self.logvar_min, self.logvar_max)
-        return mu.float(), logvar.exp()
+        return at_least_float32(mu), logvar.exp()
 
     def kl_terms(self, m, v):
         """The loss terms of a context with moments m, v (..., d) float32 (§2.2, corrected D 84):
@@ -239,8 +242,8 @@ class ACVIContext(ContextInference):
         """The recurrent path's part only: a_t and m_t = Σ_i a_ti μ(h_i). The variance, the KL and
         the samples, which the recurrence never reads, are formed for all steps in :meth:`finish`.
         a_t = softmax(e_t) or another ``--attention-normalizer`` (docs/method.md §3.5)."""
-        attn, state = self.normalize(scores, mem, prepared, state)     # (B, N) float32
-        m = torch.bmm(attn.unsqueeze(1), prepared["acvi_mu"]).squeeze(1)   # (B, d) float32
+        attn, state = self.normalize(scores, mem, prepared, state)     # (B, [T,] N) float32
+        m = attend(attn, prepared["acvi_mu"])                           # (B, [T,] d) float32
         aux = {"m": m}
         if self.training and self.sampler == "gumbel":
             # the mixture's log-weights: the scores themselves under softmax, else log a_t
@@ -271,7 +274,8 @@ class ACVIContext(ContextInference):
     def _gumbel_sample(self, scores, mu, var):
         """Relaxed mixture sample (P 23): z = softmax((log a + g)/τ), c = Σ z_i μ_i + √(Σ z_i σ_i²) ε.
         scores (B, T, N) (−inf at padding), mu and var (B, N, d) float32 -> (B, T, d) float32."""
-        z = F.gumbel_softmax(torch.log_softmax(scores.float(), -1), tau=self.gumbel_tau, dim=-1)
+        z = F.gumbel_softmax(torch.log_softmax(at_least_float32(scores), -1), tau=self.gumbel_tau,
+                            dim=-1)
         m, v = torch.bmm(z, mu), torch.bmm(z, var)
         return m + v.sqrt() * torch.randn_like(m)
 

@@ -16,6 +16,13 @@ Every seq2seq decoder of the package calls one :class:`ContextInference` in the 
     lprobs = combine(out.log_weights, log_softmax(output_layer(s, out.samples)))   # (B, T, V)
     losses = ctx.sequence_losses(out, log_prob_fn, target, prepared)  # target-dependent terms
 
+Without input feeding (``--input-feeding 0``, docs/method.md §3.7) the queries s_1..s_T of a
+teacher-forced pass do not depend on the contexts, and a ``parallel`` variant is asked for every
+step at once instead of the loop (the same values up to float rounding)::
+
+    e   = scorer(s, mem)                                              # s (B, T, d_dec) -> (B, T, N)
+    out = ctx.finish(ctx.steps(e, s, mem, prepared), prepared)        # fields (B, T, ...)
+
 ``finish`` lets a variant do, once over all T steps, the work that the recurrence does not
 need (ACVI: its posterior variance, the KL and the samples), instead of T small calls.
 A variant therefore only decides *what the context is* (a point, K Monte-Carlo samples with
@@ -171,6 +178,9 @@ class ContextInference(nn.Module):
     needs_target: bool = False
     #: True when ``step`` takes and returns a recurrent state (``init_state``, StepOutput.state)
     stateful: bool = False
+    #: True when :meth:`steps` computes every step of a teacher-forced pass at once: ``step``
+    #: reads nothing of the earlier steps (a stateful variant or normaliser never does it)
+    parallel: bool = False
 
     def __init__(self, args, value_dim: int, query_dim: int, enc_final_dim: int):
         super().__init__()
@@ -255,8 +265,26 @@ class ContextInference(nn.Module):
              prepared: Dict[str, Tensor], t: int) -> StepOutput:
         """One decoder step. ``stateful`` variants take a keyword argument ``state`` (the dict
         of :meth:`init_state` or of the previous step's :attr:`StepOutput.state`) and return
-        the next state in :attr:`StepOutput.state`."""
+        the next state in :attr:`StepOutput.state`. A ``parallel`` variant's step also takes
+        every step at once (:meth:`steps`): scores (B, T, N), query (B, T, d), t ``slice(None)``."""
         raise NotImplementedError
+
+    @property
+    def runs_in_parallel(self) -> bool:
+        """Whether :meth:`steps` may be used: a ``parallel`` variant that is not ``stateful``
+        (a constrained normaliser makes any variant stateful)."""
+        return self.parallel and not self.stateful
+
+    def steps(self, scores: Tensor, query: Tensor, mem: Memory,
+              prepared: Dict[str, Tensor]) -> StepOutput:
+        """Every step of a teacher-forced pass at once (docs/method.md §3.7): scores (B, T, N)
+        (−inf at padding), query (B, T, d) -> StepOutput with fields (B, T, ...), the values
+        :func:`stack_steps` of the T single steps would hold (up to float rounding)."""
+        if not self.runs_in_parallel:
+            raise ValueError(f"--context-inference {self.name}"
+                             + (" with a constrained --attention-normalizer" if self.parallel else "")
+                             + " reads its earlier steps: it runs step by step")
+        return self.step(scores, query, mem, prepared, slice(None))
 
     # -- once per batch, after the loop --------------------------------------------------------
     def finish(self, out: StepOutput, prepared: Dict[str, Tensor]) -> StepOutput:

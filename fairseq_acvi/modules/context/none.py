@@ -15,6 +15,8 @@ from fairseq_acvi.modules.scorers import NoScorer
 class NoContext(ContextInference):
     #: no attention weights to normalise
     NORMALIZERS = ("softmax",)
+    parallel = True
+
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
         self.context_dim = 0
@@ -27,5 +29,5 @@ class NoContext(ContextInference):
         return NoScorer(key_dim)
 
     def step(self, scores, query, mem, prepared, t):
-        """query (B, H) -> StepOutput(mean (B, 0), attn None)."""
-        return StepOutput(mean=query.new_zeros(query.size(0), 0), attn=None)
+        """query (B, H) -> StepOutput(mean (B, 0), attn None); (B, T, H) -> mean (B, T, 0)."""
+        return StepOutput(mean=query.new_zeros(*query.shape[:-1], 0), attn=None)

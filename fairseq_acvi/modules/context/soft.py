@@ -7,12 +7,16 @@ from fairseq_acvi.modules.context.base import ContextInference, StepOutput, regi
 
 
 def attend(attn, values):
-    """attn: (B, N) float32, values: (B, N, d) -> (B, d) in the values' dtype."""
-    return attn.to(values.dtype).unsqueeze(1).bmm(values).squeeze(1)
+    """attn: (B, N) float32, values: (B, N, d) -> (B, d) in the values' dtype; every step at
+    once: attn (B, T, N) -> (B, T, d)."""
+    a = attn.to(values.dtype)
+    return a.bmm(values) if a.dim() == 3 else a.unsqueeze(1).bmm(values).squeeze(1)
 
 
 @register_context("soft")
 class SoftContext(ContextInference):
+    parallel = True
+
     def step(self, scores, query, mem, prepared, t, state=None):
         attn, state = self.normalize(scores, mem, prepared, state)  # (B, N) float32
         return StepOutput(mean=attend(attn, mem.values), attn=attn, state=state)

@@ -20,6 +20,7 @@ import torch.nn as nn
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
 from fairseq_acvi.modules.context.soft import attend
 from fairseq_acvi.modules.crf import binary_crf
+from fairseq_acvi.modules.precision import at_least_float32
 
 
 @register_context("structured")
@@ -28,6 +29,7 @@ class StructuredContext(ContextInference):
     #: the weights are the CRF's normalised node marginals, not a normalised score vector
     #: (docs/method.md §3.5)
     NORMALIZERS = ("softmax",)
+    parallel = True
 
     def __init__(self, args, value_dim, query_dim, enc_final_dim):
         super().__init__(args, value_dim, query_dim, enc_final_dim)
@@ -56,11 +58,18 @@ class StructuredContext(ContextInference):
                                  "(initialised to 1, default) or fixed to 1 (docs/method.md §2.3)")
 
     def marginals(self, scores, pad_mask):
-        """Log node marginals log p(z_ti = 1) (B, N), −inf at padding, and log Z (B,)."""
-        return binary_crf(scores, pad_mask, self.transition, self.start, self.end)
+        """Log node marginals log p(z_ti = 1) (B, N), −inf at padding, and log Z (B,); every
+        step at once: scores (B, T, N) -> (B, T, N) and (B, T) (one chain per step)."""
+        if scores.dim() == 2:
+            return binary_crf(scores, pad_mask, self.transition, self.start, self.end)
+        B, T, N = scores.shape
+        log_p1, log_z = binary_crf(scores.reshape(B * T, N),
+                                   pad_mask.unsqueeze(1).expand(B, T, N).reshape(B * T, N),
+                                   self.transition, self.start, self.end)
+        return log_p1.view(B, T, N), log_z.view(B, T)
 
     def step(self, scores, query, mem, prepared, t):
-        log_p1, _ = self.marginals(scores, mem.pad_mask)          # (B, N) float32, -inf at pad
-        attn = torch.softmax(log_p1, dim=-1).float()              # p / Σ p, 0 at padding
+        log_p1, _ = self.marginals(scores, mem.pad_mask)          # (B, [T,] N) float32, -inf at pad
+        attn = at_least_float32(torch.softmax(log_p1, dim=-1))    # p / Σ p, 0 at padding
         mean = attend(attn, mem.values) * self.lam.to(mem.values.dtype)
         return StepOutput(mean=mean, attn=attn)

@@ -32,6 +32,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
 from fairseq_acvi.modules.context.soft import attend
+from fairseq_acvi.modules.precision import at_least_float32
 
 MODES = ("enum", "sample")
 DECODES = ("soft", "exact")
@@ -41,14 +42,15 @@ def categorical_kl(log_q, log_p, pad_mask):
     """KL(q || p) = Σ_i q_i (log q_i − log p_i) over the last dim, float32; padded positions
     (pad_mask True, where both log-probabilities are −inf) contribute exactly 0.
     log_q, log_p: (..., N); pad_mask: (..., N) bool -> (...)."""
-    log_q = log_q.float().masked_fill(pad_mask, 0.0)
-    log_p = log_p.float().masked_fill(pad_mask, 0.0)
+    log_q = at_least_float32(log_q).masked_fill(pad_mask, 0.0)
+    log_p = at_least_float32(log_p).masked_fill(pad_mask, 0.0)
     q = log_q.exp().masked_fill(pad_mask, 0.0)
     return (q * (log_q - log_p)).sum(-1)
 
 
 @register_context("variational")
 class VariationalContext(ContextInference):
+    parallel = True
     DEFAULTS = dict(variational_mode="enum", variational_decode="soft", variational_beta=1.0)
     needs_target = True
     #: the prior a_t must be positive wherever the posterior q_t is: KL(q ‖ a) is infinite under a
@@ -113,7 +115,7 @@ class VariationalContext(ContextInference):
         g, _ = self.inference_rnn(packed)
         g, _ = pad_packed_sequence(g, batch_first=True, total_length=T)  # (B, T, D)
         logits = torch.bmm(self.bilinear(g), mem.values.transpose(1, 2))  # (B, T, N)
-        logits = logits.float().masked_fill(mem.pad_mask.unsqueeze(1), float("-inf"))
+        logits = at_least_float32(logits).masked_fill(mem.pad_mask.unsqueeze(1), float("-inf"))
         return F.log_softmax(logits, dim=-1)
 
     def prepare(self, mem, enc_final, target_emb=None, target_pad=None):
@@ -127,28 +129,33 @@ class VariationalContext(ContextInference):
 
     # -- per step --------------------------------------------------------------------------------
     def step(self, scores, query, mem, prepared, t):
-        log_a = F.log_softmax(scores.float(), dim=-1)                 # (B, N), -inf at padding
+        """One step: scores (B, N) -> fields (B, ...); every step at once (``t`` a slice):
+        scores (B, T, N) -> fields (B, T, ...), the samples h_i a (B, T, N, d) view."""
+        log_a = F.log_softmax(at_least_float32(scores), dim=-1)        # (B, [T,] N), -inf at padding
         a = log_a.exp()
-        soft = attend(a, mem.values)                                   # prior mean context (B, d)
+        soft = attend(a, mem.values)                                   # prior mean context (B, [T,] d)
+        every = mem.values if scores.dim() == 2 else mem.values.unsqueeze(1).expand(
+            -1, scores.size(1), -1, -1)                                # all h_i: (B, [T,] N, d)
         if not self.training:
             if self.decode == "soft":
                 return StepOutput(mean=soft, attn=a)
-            return StepOutput(mean=soft, attn=a, samples=mem.values, log_weights=log_a,
+            return StepOutput(mean=soft, attn=a, samples=every, log_weights=log_a,
                               combine="prob")
         if "var_log_q" not in prepared:
             raise RuntimeError("variational attention: step() in training without the posterior "
                                "(prepare() was called in eval mode or without the target)")
-        log_q = prepared["var_log_q"][:, t]                            # (B, N)
-        losses = {"kl": categorical_kl(log_q, log_a, mem.pad_mask)}
+        log_q = prepared["var_log_q"][:, t]                            # (B, [T,] N)
+        pad = mem.pad_mask if scores.dim() == 2 else mem.pad_mask.unsqueeze(1)
+        losses = {"kl": categorical_kl(log_q, log_a, pad)}
         if self.mode == "enum":
-            return StepOutput(mean=soft, attn=a, samples=mem.values, log_weights=log_q,
+            return StepOutput(mean=soft, attn=a, samples=every, log_weights=log_q,
                               combine="logprob", losses=losses)
-        z = torch.multinomial(log_q.detach().exp(), 1)                 # (B, 1)
-        d = mem.values.size(-1)
-        sample = mem.values.gather(1, z.unsqueeze(-1).expand(-1, 1, d))   # (B, 1, d)
-        log_q_z = log_q.gather(1, z).squeeze(1)                        # (B,)
+        N, d = log_q.size(-1), mem.values.size(-1)
+        z = torch.multinomial(log_q.detach().exp().reshape(-1, N), 1).view(*log_q.shape[:-1], 1)
+        sample = every.gather(-2, z.unsqueeze(-1).expand(*z.shape, d))   # (B, [T,] 1, d)
+        log_q_z = log_q.gather(-1, z).squeeze(-1)                      # (B, [T])
         return StepOutput(mean=soft, attn=a, samples=sample, losses=losses,
-                          aux={"log_q_z": log_q_z, "soft": soft, "z": z.squeeze(1)})
+                          aux={"log_q_z": log_q_z, "soft": soft, "z": z.squeeze(-1)})
 
     # -- after the output layer -------------------------------------------------------------------
     def sequence_losses(self, out, log_prob_fn, target, prepared):

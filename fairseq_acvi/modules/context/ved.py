@@ -31,6 +31,7 @@ ANNEALS = ("sigmoid", "linear", "none")
 
 @register_context("ved")
 class VEDContext(ContextInference):
+    parallel = True
     DEFAULTS = dict(ved_latent_dim=100, ved_kl_anneal="sigmoid", ved_kl_anneal_rate=0.0025,
                     ved_kl_anneal_midpoint=2500, ved_beta=1.0, ved_word_keep=0.75)
 
@@ -95,9 +96,12 @@ class VEDContext(ContextInference):
         return {"ved_kl": gaussian_kl_to_standard(prepared["ved_mu"], prepared["ved_var"])}
 
     def step(self, scores, query, mem, prepared, t, state=None):
-        attn, state = self.normalize(scores, mem, prepared, state)     # (B, N) float32 (§3.5)
-        c = attend(attn, mem.values)                                   # (B, value_dim)
-        mean = torch.cat([c, prepared["ved_z"].to(c.dtype)], dim=-1)   # (B, value_dim + latent)
+        attn, state = self.normalize(scores, mem, prepared, state)     # (B, [T,] N) float32 (§3.5)
+        c = attend(attn, mem.values)                                   # (B, [T,] value_dim)
+        z = prepared["ved_z"].to(c.dtype)                              # (B, latent)
+        if c.dim() == 3:
+            z = z.unsqueeze(1).expand(-1, c.size(1), -1)
+        mean = torch.cat([c, z], dim=-1)                               # (B, [T,] value_dim + latent)
         return StepOutput(mean=mean, attn=attn, state=state)
 
     def kl_weight(self, num_updates: float) -> float:

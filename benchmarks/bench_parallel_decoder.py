@@ -1,0 +1,99 @@
+"""Training speed of the parallel teacher-forced path (``--input-feeding 0``, docs/method.md §3.7)
+against the step loop, measured side by side in one run (issue 58).
+
+For each context inference named, on the same synthetic batches and sizes, training target
+words/s (one ELBO step: forward, backward, SGD update) of
+
+  * ``<v> loop+feed``: the default decoder, Luong's input feeding, the step loop;
+  * ``<v> loop``:      the same without input feeding, forced through the step loop;
+  * ``<v> parallel``:  the same model as ``loop``, every step at once (the parallel path);
+
+and fairseq's own ``lstm`` (with its input feeding) at the same sizes. Timings are interleaved
+(the order rotates every round) and reported as medians; the ratios compare runs of one process.
+The target (issue 58): ``parallel`` ≥ 2× ``loop+feed`` at the Multi30K word shape on the CPU.
+
+``--model pointer_generator`` times the CNN/DM preset instead (128-d embeddings, 256-d LSTMs, the
+copy mixture over ``--markers`` OOV markers; coverage off, as in its first training phases, since
+coverage is recurrent), without fairseq's ``lstm``.
+
+    python benchmarks/bench_parallel_decoder.py [--variants soft,acvi] [--rounds 7]
+        [--batch 64] [--len 30] [--src-len N] [--vocab 8000] [--layers 2] [--device cuda]
+    python benchmarks/bench_parallel_decoder.py --model pointer_generator --batch 16 --len 100
+        --src-len 400 --vocab 50000
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import device_label, training_words_per_second  # noqa: E402
+import bench_summarization as summ  # noqa: E402
+from bench_seq2seq import batch, fairseq_lstm, make_dict, ours  # noqa: E402
+
+from fairseq_acvi.models.pointer_generator import PointerGeneratorModel  # noqa: E402
+from fairseq_acvi.models.pointer_generator import base_architecture as pg_arch  # noqa: E402
+
+
+def build(a, d, variant, feeding: int, parallel: bool):
+    if a.model == "pointer_generator":
+        args = argparse.Namespace(arch="acvi_pointer_generator", context_inference=variant,
+                                  coverage=False, mc_samples=10, input_feeding=feeding)
+        pg_arch(args)
+        model = PointerGeneratorModel.build_model(args, summ._Task(d))
+    else:
+        model = ours(d, variant, a.dim, a.layers, input_feeding=feeding)
+    model.decoder.parallel_teacher_forcing = parallel
+    return model.to(a.device)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--variants", default="soft,acvi")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--len", type=int, default=30, help="target length (and source, by default)")
+    p.add_argument("--src-len", type=int, default=None)
+    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--model", choices=["translation", "pointer_generator"], default="translation")
+    p.add_argument("--markers", type=int, default=400, help="pointer_generator: OOV markers")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    pg = a.model == "pointer_generator"
+    d = summ.make_dict(a.vocab, a.markers) if pg else make_dict(a.vocab)
+    models = {}
+    for v in [v for v in a.variants.split(",") if v]:
+        models[f"{v} loop+feed"] = build(a, d, v, 1, True)
+        models[f"{v} loop"] = build(a, d, v, 0, False)
+        models[f"{v} parallel"] = build(a, d, v, 0, True)
+        assert models[f"{v} parallel"].decoder.runs_in_parallel, f"{v}: no parallel path"
+    if not pg:
+        models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers).to(a.device)
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
+    b = (summ.batch(d, a.batch, a.src_len or a.len, a.len, a.markers, device=a.device) if pg
+         else batch(d, a.batch, a.len, 0, a.src_len, a.device))
+    wps = training_words_per_second(models, opts, b, a.batch * a.len, a.rounds)
+    shape = ("the CNN/DM pointer-generator preset, " if pg
+             else f"dim {a.dim}, layers {a.layers}, ")
+    print(f"# training: batch {a.batch}×{a.len} target words (source {a.src_len or a.len}), "
+          f"vocab {a.vocab}, {shape}{a.rounds} rounds, "
+          f"{a.threads} thread(s), device {device_label(a.device)}; medians")
+    ref = "fairseq-lstm" if not pg else next(iter(wps))
+    print(f"{'model':<22} {'words/s':>9} {'vs ' + ref:>18}")
+    for k, w in wps.items():
+        print(f"{k:<22} {w:9.0f} {w / wps[ref]:18.3f}")
+    for v in [v for v in a.variants.split(",") if v]:
+        par = wps[f"{v} parallel"]
+        print(f"{v}: parallel / loop+feed = {par / wps[f'{v} loop+feed']:.2f}  (target ≥ 2)   "
+              f"parallel / loop (same model) = {par / wps[f'{v} loop']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""The parallel teacher-forced path (``--input-feeding 0``, docs/method.md §3.7): every step at once
+equals the step loop and incremental decoding, in value and gradient; what falls back to the loop."""
+import argparse
+import random
+
+import pytest
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+
+from conftest import USER_DIR, run_cli
+from test_learnability import reversal_batch, train_reversal
+from test_seq2seq_model import _batch, _dictionary, build_model, incremental_and_full
+from test_translation_cli import TINY, check_finite_losses, generate, logged, reversal_bin
+
+from fairseq_acvi.models.seq2seq_base import seq2seq_defaults
+from fairseq_acvi.modules.scorers import SCORERS
+
+PARALLEL = ["none", "soft", "acvi", "structured", "variational", "ved"]
+#: (variant, options) pairs covering what the parallel path computes differently from the loop
+CASES = ([(v, {}) for v in PARALLEL]
+         + [("soft", {"attention_type": s}) for s in SCORERS if s != "multiplicative"]
+         + [("soft", {"attention_normalizer": n}) for n in ("sparsemax", "entmax15")]
+         + [("acvi", {"acvi_sampler": "gumbel"}), ("acvi", {"acvi_mean": "mlp"}),
+            ("variational", {"variational_decode": "exact"}), ("ved", {"ved_word_keep": 0.5})])
+
+
+def _ids(cases):
+    return [v + "".join(f"-{x}" for x in o.values()) for v, o in cases]
+
+
+def _forward(model, d, src, lengths, prev, parallel: bool, seed: int = 1):
+    """One teacher-forced forward and backward with the parallel path on or off: (log-probs,
+    extra, the flattened parameter gradient of NLL + Σ weighted losses)."""
+    model.decoder.parallel_teacher_forcing = parallel
+    torch.manual_seed(seed)          # the same noise for both (ACVI's samples, VED's z, word dropout)
+    enc = model.encoder(src, lengths)
+    tgt = model.decoder._targets(prev)                     # y_1..y_T, </s> last, right-padded
+    lprobs, extra = model.decoder(prev, enc, **model.decoder.training_inputs(tgt))
+    loss = -lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)[tgt.ne(d.pad())].sum()
+    for value, weight in extra["losses"].values():
+        loss = loss + (1.0 if weight is None else weight) * value
+    model.zero_grad()
+    loss.backward()
+    grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return lprobs.detach(), extra, grad
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+@pytest.mark.parametrize("variant,options", CASES, ids=_ids(CASES))
+def test_parallel_forward_equals_the_step_loop(variant, options, training):
+    torch.manual_seed(0)
+    model, d = build_model(variant, input_feeding=0, mc_samples=3, **options)
+    model.double().train(training)
+    assert model.decoder.runs_in_parallel
+    src, lengths, prev = _batch(d)
+    par, par_extra, par_grad = _forward(model, d, src, lengths, prev, parallel=True)
+    loop, loop_extra, loop_grad = _forward(model, d, src, lengths, prev, parallel=False)
+    nonpad = prev.ne(d.pad())
+    assert par.dtype == torch.float64 and torch.isfinite(par[nonpad]).all()
+    torch.testing.assert_close(par[nonpad], loop[nonpad], atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(par_grad, loop_grad, atol=1e-10, rtol=1e-10)
+    assert set(par_extra["losses"]) == set(loop_extra["losses"])
+    for name, (value, weight) in par_extra["losses"].items():
+        torch.testing.assert_close(value, loop_extra["losses"][name][0], atol=1e-10, rtol=1e-10)
+        assert weight == loop_extra["losses"][name][1]
+    if variant != "none":
+        torch.testing.assert_close(par_extra["attn"][0], loop_extra["attn"][0],
+                                   atol=1e-10, rtol=1e-10)
+    # the model is not a trivial one: its prediction depends on the source
+    if variant != "none":
+        other = src.flip(0)
+        moved, _, _ = _forward(model, d, other, lengths.flip(0), prev, parallel=True)
+        assert (moved[nonpad] - par[nonpad]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("variant", PARALLEL)
+def test_incremental_decoding_equals_the_parallel_forward(variant):
+    torch.manual_seed(0)
+    model, d = build_model(variant, input_feeding=0)
+    model.double().eval()
+    src, lengths, prev = _batch(d)
+    inc, full, _, state = incremental_and_full(model, src, lengths, prev)
+    nonpad = prev.ne(d.pad())
+    torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-10, rtol=1e-10)
+    cache = model.decoder.get_incremental_state(state, "cache")
+    assert "feed" not in cache                     # nothing is fed back without input feeding
+
+
+@pytest.mark.parametrize("variant,options,why", [
+    ("soft", {"input_feeding": 1}, "input feeding"),
+    ("pag", {"input_feeding": 0}, "planning"),
+    ("soft", {"input_feeding": 0, "attention_normalizer": "csoftmax"}, "constrained"),
+    ("soft", {"input_feeding": 0, "attend_decoder_past": True}, "decoder past"),
+    ("soft", {"input_feeding": 0, "self_attention_heads": 2}, "self-attention"),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_recurrent_configurations_keep_the_step_loop(variant, options, why):
+    torch.manual_seed(0)
+    model, d = build_model(variant, **options)
+    assert not model.decoder.runs_in_parallel, why
+    model.double().eval()
+    src, lengths, prev = _batch(d)
+    inc, full, _, _ = incremental_and_full(model, src, lengths, prev)
+    nonpad = prev.ne(d.pad())
+    torch.testing.assert_close(inc[nonpad], full[nonpad], atol=1e-10, rtol=1e-10)
+    if why == "planning" or why == "constrained":
+        with pytest.raises(ValueError, match="step by step"):
+            model.decoder.context.steps(None, None, None, {})
+
+
+def test_without_input_feeding_the_lstm_reads_only_the_embeddings():
+    fed, _ = build_model("ved", input_feeding=1)
+    plain, _ = build_model("ved", input_feeding=0)
+    latent = plain.decoder.context.decoder_input_dim
+    assert plain.decoder.layers[0].input_size == 16 + latent
+    assert fed.decoder.layers[0].input_size == 16 + latent + fed.decoder.out_dim
+    ns = argparse.Namespace(input_feeding=2, context_inference="soft")
+    with pytest.raises(ValueError, match="--input-feeding must be 0 or 1"):
+        seq2seq_defaults(ns)
+
+
+def test_without_input_feeding_a_model_learns_reversal():
+    """Trained through the parallel path, decoded step by step: ≥ 95 % exact match."""
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    d = _dictionary(10)
+    model, _ = build_model("soft", d, encoder_hidden_size=32, decoder_hidden_size=64,
+                           encoder_embed_dim=32, decoder_embed_dim=32, attention_dim=32,
+                           encoder_layers=1, decoder_layers=1, mc_samples=0, input_feeding=0)
+    assert model.decoder.runs_in_parallel
+    train_reversal(model, d, rng, updates=500, batch_size=64)
+    model.eval()
+    gen = SequenceGenerator([model], d, beam_size=1, max_len_b=10)
+    src, lengths, _, _, srcs = reversal_batch(d, random.Random(123), 200)
+    with torch.no_grad():
+        hyps = gen.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})
+    exact = sum(h[0]["tokens"][:-1].tolist() == s[::-1] for h, s in zip(hyps, srcs))
+    assert exact / len(srcs) >= 0.95, f"exact match {exact}/{len(srcs)}"
+
+
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory):
+    return reversal_bin(tmp_path_factory.mktemp("raw"))
+
+
+def test_input_feeding_zero_through_the_clis_in_fp16(data_bin, tmp_path):
+    """fairseq-train --input-feeding 0 --memory-efficient-fp16 (ACVI, the parallel path) ->
+    checkpoint -> fairseq-generate; the option is kept in the checkpoint."""
+    res = run_cli("fairseq_cli.train", data_bin, "--user-dir", USER_DIR, "--task", "translation",
+                  "--arch", "acvi_lstm", "--criterion", "elbo", "--optimizer", "adam",
+                  "--lr", "0.005", "--max-tokens", "1500", "--max-update", "8",
+                  "--save-dir", tmp_path, "--no-progress-bar", "--log-interval", "1",
+                  "--log-format", "simple", "--seed", "1", "--no-epoch-checkpoints", *TINY,
+                  "--context-inference", "acvi", "--input-feeding", "0",
+                  "--memory-efficient-fp16", "--fp16-init-scale", "8")
+    check_finite_losses(res, ("loss", "nll_loss", "kl"))
+    losses = logged(res.stdout + res.stderr, "loss")
+    assert losses[-1] < losses[0], losses
+    import fairseq_acvi  # noqa: F401 (registers the classes a checkpoint's options name)
+    state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
+    assert state["cfg"]["model"].input_feeding == 0
+    generate(data_bin, tmp_path / "checkpoint_last.pt", "--fp16", "--model-overrides",
+             "{'mc_samples': 3}")

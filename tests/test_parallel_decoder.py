@@ -13,6 +13,7 @@ from test_seq2seq_model import _batch, _dictionary, build_model, incremental_and
 from test_translation_cli import TINY, check_finite_losses, generate, logged, reversal_bin
 
 from fairseq_acvi.models.seq2seq_base import seq2seq_defaults
+from fairseq_acvi.modules import scorers
 from fairseq_acvi.modules.scorers import SCORERS
 
 PARALLEL = ["none", "soft", "acvi", "structured", "variational", "ved"]
@@ -71,6 +72,27 @@ def test_parallel_forward_equals_the_step_loop(variant, options, training):
         other = src.flip(0)
         moved, _, _ = _forward(model, d, other, lengths.flip(0), prev, parallel=True)
         assert (moved[nonpad] - par[nonpad]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("limit", [1, 400])
+def test_the_additive_scorer_scores_long_passes_a_few_steps_at_a_time(monkeypatch, limit):
+    """Chunks of one step (limit 1) or two (400 elements over 3 × 6 × 10 per step) give the
+    scores of all steps at once."""
+    torch.manual_seed(0)
+    model, d = build_model("soft", input_feeding=0, attention_type="additive")
+    model.double().eval()
+    src, lengths, prev = _batch(d)
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        mem = model.decoder.scorer.prepare(enc["encoder_out"][0], enc["encoder_padding_mask"][0])
+        query = torch.randn(3, 5, 20, dtype=torch.float64)
+        whole = model.decoder.scorer(query, mem)
+        monkeypatch.setattr(scorers, "_STEP_CHUNK_ELEMENTS", limit)
+        chunked = model.decoder.scorer(query, mem)
+        steps = torch.stack([model.decoder.scorer(query[:, t], mem) for t in range(5)], dim=1)
+    assert whole.shape == (3, 5, 6)
+    torch.testing.assert_close(chunked, whole, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(steps, whole, atol=1e-12, rtol=1e-12)
 
 
 @pytest.mark.parametrize("variant", PARALLEL)

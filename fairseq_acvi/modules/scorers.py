@@ -28,6 +28,9 @@ from torch import Tensor
 from fairseq_acvi.modules.precision import at_least_float32
 
 SCORERS = ("additive", "multiplicative", "scaled-dot", "key-value")
+#: the additive scorer's pre-activations (B, t, N, a) for t steps at once stay under this many
+#: elements when it scores every step of a teacher-forced pass (:meth:`AdditiveScorer.score_steps`)
+_STEP_CHUNK_ELEMENTS = 1 << 22
 
 
 @dataclass
@@ -106,8 +109,13 @@ class AdditiveScorer(Scorer):
         return self.v(torch.tanh(pre)).squeeze(-1)
 
     def score_steps(self, query, mem):
-        pre = mem.keys.unsqueeze(1) + self.W_s(query).unsqueeze(2)  # (B, T, N, a)
-        return self.v(torch.tanh(pre)).squeeze(-1)
+        """(B, T, d_dec) -> (B, T, N), a few steps at a time: the (B, t, N, a) pre-activations
+        of a chunk stay under _STEP_CHUNK_ELEMENTS (one step's at least), so long sources and
+        targets (CNN/DM: 400 × 100) never allocate a (B, T, N, a) tensor at once."""
+        q = self.W_s(query)                                          # (B, T, a)
+        chunk = max(1, _STEP_CHUNK_ELEMENTS // max(1, mem.keys.numel()))
+        return torch.cat([self.v(torch.tanh(mem.keys.unsqueeze(1) + q[:, i:i + chunk].unsqueeze(2)))
+                          .squeeze(-1) for i in range(0, q.size(1), chunk)], dim=1)
 
 
 class MultiplicativeScorer(Scorer):

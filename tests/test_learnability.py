@@ -65,9 +65,12 @@ def evaluate_reversal(model, d, *batch_args):
 # lifts σ² toward 1 before the decoder relies on the context, and whether the model still learns
 # depends on the random stream (measured 2026-11-26, seeds 0-8: 4 of 9 below 95 % without the delay,
 # 13/200 at worst; with 150 updates of delay 9 of 9 at ≥ 192/200).
+# ("soft", input feeding 0): trained through the parallel path (docs/method.md §3.7), decoded step
+# by step.
 @pytest.mark.parametrize("variant,options", [("soft", {}),
                                              ("acvi", {"acvi_beta": 1e-3,
-                                                       "acvi_kl_delay_updates": 150})])
+                                                       "acvi_kl_delay_updates": 150}),
+                                             ("soft", {"input_feeding": 0})])
 def test_attention_model_learns_reversal(variant, options):
     torch.manual_seed(0)
     rng = random.Random(0)

@@ -1,16 +1,13 @@
 """The parallel teacher-forced path (``--input-feeding 0``, docs/method.md §3.7): every step at once
-equals the step loop and incremental decoding, in value and gradient; what falls back to the loop."""
+equals the step loop and incremental decoding, in value and gradient; what falls back to the loop.
+(A model trained through it learns reversal: tests/test_learnability.py.)"""
 import argparse
-import random
 
 import pytest
 import torch
-from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import USER_DIR, run_cli
-from test_learnability import reversal_batch, train_reversal
-from test_seq2seq_model import _batch, _dictionary, build_model, incremental_and_full
-from test_translation_cli import TINY, check_finite_losses, generate, logged, reversal_bin
+from test_seq2seq_model import _batch, build_model, incremental_and_full
+from test_translation_cli import check_finite_losses, generate, logged, reversal_bin, train
 
 from fairseq_acvi.models.seq2seq_base import seq2seq_defaults
 from fairseq_acvi.modules import scorers
@@ -140,25 +137,6 @@ def test_without_input_feeding_the_lstm_reads_only_the_embeddings():
         seq2seq_defaults(ns)
 
 
-def test_without_input_feeding_a_model_learns_reversal():
-    """Trained through the parallel path, decoded step by step: ≥ 95 % exact match."""
-    torch.manual_seed(0)
-    rng = random.Random(0)
-    d = _dictionary(10)
-    model, _ = build_model("soft", d, encoder_hidden_size=32, decoder_hidden_size=64,
-                           encoder_embed_dim=32, decoder_embed_dim=32, attention_dim=32,
-                           encoder_layers=1, decoder_layers=1, mc_samples=0, input_feeding=0)
-    assert model.decoder.runs_in_parallel
-    train_reversal(model, d, rng, updates=500, batch_size=64)
-    model.eval()
-    gen = SequenceGenerator([model], d, beam_size=1, max_len_b=10)
-    src, lengths, _, _, srcs = reversal_batch(d, random.Random(123), 200)
-    with torch.no_grad():
-        hyps = gen.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})
-    exact = sum(h[0]["tokens"][:-1].tolist() == s[::-1] for h, s in zip(hyps, srcs))
-    assert exact / len(srcs) >= 0.95, f"exact match {exact}/{len(srcs)}"
-
-
 @pytest.fixture(scope="module")
 def data_bin(tmp_path_factory):
     return reversal_bin(tmp_path_factory.mktemp("raw"))
@@ -167,17 +145,11 @@ def data_bin(tmp_path_factory):
 def test_input_feeding_zero_through_the_clis_in_fp16(data_bin, tmp_path):
     """fairseq-train --input-feeding 0 --memory-efficient-fp16 (ACVI, the parallel path) ->
     checkpoint -> fairseq-generate; the option is kept in the checkpoint."""
-    res = run_cli("fairseq_cli.train", data_bin, "--user-dir", USER_DIR, "--task", "translation",
-                  "--arch", "acvi_lstm", "--criterion", "elbo", "--optimizer", "adam",
-                  "--lr", "0.005", "--max-tokens", "1500", "--max-update", "8",
-                  "--save-dir", tmp_path, "--no-progress-bar", "--log-interval", "1",
-                  "--log-format", "simple", "--seed", "1", "--no-epoch-checkpoints", *TINY,
-                  "--context-inference", "acvi", "--input-feeding", "0",
-                  "--memory-efficient-fp16", "--fp16-init-scale", "8")
+    res = train(data_bin, tmp_path, "--context-inference", "acvi", "--input-feeding", "0",
+                "--memory-efficient-fp16", "--fp16-init-scale", "8", updates=8)
     check_finite_losses(res, ("loss", "nll_loss", "kl"))
     losses = logged(res.stdout + res.stderr, "loss")
     assert losses[-1] < losses[0], losses
-    import fairseq_acvi  # noqa: F401 (registers the classes a checkpoint's options name)
     state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"].input_feeding == 0
     generate(data_bin, tmp_path / "checkpoint_last.pt", "--fp16", "--model-overrides",

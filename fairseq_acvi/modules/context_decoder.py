@@ -242,7 +242,6 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
             drop = torch.rand(tokens.shape, device=tokens.device) > self.word_keep
             tokens = tokens.masked_fill(drop & tokens.ne(self.padding_idx), self.unk_idx)
         x = F.dropout(self.embed_tokens(tokens), p=self.dropout_in, training=self.training)
-        B, T, _ = x.shape
         mem = Memory(cache["keys"], cache["values"], cache["pad"])
         prepared = {k[len("prep_"):]: v for k, v in cache.items() if k.startswith("prep_")}
         if incremental_state is None and self.runs_in_parallel:

@@ -37,7 +37,6 @@ from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_acvi.modules.constrained import csoftmax, csparsemax

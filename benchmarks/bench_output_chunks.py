@@ -2,7 +2,7 @@
 
 Variational attention (exact enumeration, docs/method.md §2.4) sends all N source positions of
 every step through the V-way output layer in training; the decoder does it in chunks of at most
-``_MC_CHUNK_ELEMENTS`` log-probabilities, each recomputed in the backward pass. This script
+``MC_CHUNK_ELEMENTS`` (mc_prediction/averaging.py) log-probabilities, each recomputed in the backward pass. This script
 trains the same model on the same batch both ways, interleaved, and prints per update:
 
   * the bytes autograd keeps for the backward pass (saved tensors of one forward), whole / chunked;
@@ -27,10 +27,10 @@ from bench_common import elbo_loss, elbo_train_step, timed  # noqa: E402
 from bench_seq2seq import _Task, batch, make_dict  # noqa: E402
 
 from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture  # noqa: E402
-from fairseq_acvi.modules import context_decoder  # noqa: E402
+from fairseq_acvi.mc_prediction import averaging  # noqa: E402
 
 WHOLE = 1 << 62                                      # every context at once
-CHUNKED = context_decoder._MC_CHUNK_ELEMENTS         # the decoder's default
+CHUNKED = averaging.MC_CHUNK_ELEMENTS         # the decoder's default
 
 
 def build(d, dim, layers):
@@ -74,14 +74,14 @@ def main():
     modes = {"whole": WHOLE, "chunked": CHUNKED}
     mem, losses, times = {}, {}, {k: [] for k in modes}
     for k, limit in modes.items():
-        context_decoder._MC_CHUNK_ELEMENTS = limit
+        averaging.MC_CHUNK_ELEMENTS = limit
         mem[k], losses[k] = saved_bytes(model, b)
         elbo_train_step(model, opt, *b)          # warm-up
     for r in range(a.rounds):
         for k in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
-            context_decoder._MC_CHUNK_ELEMENTS = modes[k]
+            averaging.MC_CHUNK_ELEMENTS = modes[k]
             times[k].append(timed(lambda: elbo_train_step(model, opt, *b)))
-    context_decoder._MC_CHUNK_ELEMENTS = CHUNKED
+    averaging.MC_CHUNK_ELEMENTS = CHUNKED
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"# variational (enum) training: batch {a.batch}×{a.len}, vocab {a.vocab}, dim {a.dim}, "
           f"layers {a.layers}, {a.rounds} rounds, {a.threads} thread(s), {a.device}; medians")

@@ -17,7 +17,7 @@ import fairseq_acvi  # noqa: F401
 from conftest import USER_DIR, run_cli
 from fairseq_acvi.criterions.elbo import ELBOCriterion
 from fairseq_acvi.models.acvi_transformer import ACVITransformerModel
-from fairseq_acvi.modules.context.acvi import ACVIContext
+from fairseq_acvi.modules import transformer_context
 from test_translation_cli import check_finite_losses, data_bin, logged  # noqa: F401 (fixture)
 
 SIZES = dict(encoder_embed_dim=16, encoder_ffn_embed_dim=32, encoder_attention_heads=4,
@@ -199,30 +199,30 @@ def test_training_sample_carries_the_likelihood_gradient(dictionary, stock, mean
 
 # -- the K-sample average ------------------------------------------------------------------------------
 def fixed_noise(eps_rows):
-    """A stand-in for ACVIContext.draw that uses the given ε rows (K, d_h) at every position."""
+    """A stand-in for ``draw_gaussian`` that uses the given ε rows (K, d_h) at every position."""
     def draw(m, v, k, dtype, antithetic=False):
         eps = eps_rows[:k].to(m)                                   # (K, d_h)
         return (m.unsqueeze(-2) + v.sqrt().unsqueeze(-2) * eps).to(dtype)
-    return staticmethod(draw)
+    return draw
 
 
 def test_k_samples_batched_equal_k_separate_passes(dictionary, stock, monkeypatch):
     model, _ = ours(dictionary, stock, "acvi", strict=False, acvi_logvar_init=0.0)
     b = batch(dictionary)
     eps = torch.randn(4, 4, generator=torch.Generator().manual_seed(3))
-    monkeypatch.setattr(ACVIContext, "draw", fixed_noise(eps))
+    monkeypatch.setattr(transformer_context, "draw_gaussian", fixed_noise(eps))
     set_k(model, 4)
     got, _ = lprobs(model, *b)
     singles = []
     for k in range(4):
-        monkeypatch.setattr(ACVIContext, "draw", fixed_noise(eps[k:k + 1]))
+        monkeypatch.setattr(transformer_context, "draw_gaussian", fixed_noise(eps[k:k + 1]))
         set_k(model, 1)
         singles.append(lprobs(model, *b)[0])
     want = torch.logsumexp(torch.stack(singles), 0) - math.log(4)
     assert torch.allclose(got, want, atol=1e-5)
     assert (singles[0] - singles[1]).abs().max() > 1e-3          # the samples differ
     # --mc-combine geometric: the normalised mean of the K log-probabilities
-    monkeypatch.setattr(ACVIContext, "draw", fixed_noise(eps))
+    monkeypatch.setattr(transformer_context, "draw_gaussian", fixed_noise(eps))
     set_k(model, 4)
     for attn in model.decoder.latent_attn:
         attn.acvi.mc_combine = "geometric"
@@ -236,13 +236,13 @@ def test_antithetic_sampling_reaches_every_latent_layer(dictionary, stock, monke
     around its mean m (their average is m exactly); training still draws one sample."""
     model, _ = ours(dictionary, stock, "acvi", strict=False, acvi_logvar_init=0.0,
                     mc_sampling="antithetic")
-    seen, draw = [], ACVIContext.draw
+    seen, draw = [], transformer_context.draw_gaussian
 
     def record(m, v, k, dtype, antithetic=False):
         c = draw(m, v, k, dtype, antithetic=antithetic)
         seen.append((k, antithetic, m, c))
         return c
-    monkeypatch.setattr(ACVIContext, "draw", staticmethod(record))
+    monkeypatch.setattr(transformer_context, "draw_gaussian", record)
     set_k(model, 4)
     lprobs(model, *batch(dictionary))
     assert len(seen) == 1 and seen[0][:2] == (4, True)         # the sampling (last) layer
@@ -257,13 +257,13 @@ def test_antithetic_sampling_reaches_every_latent_layer(dictionary, stock, monke
 
 @pytest.mark.parametrize("combine", ["prob", "geometric"])
 def test_chunked_sample_average_equals_one_pass(dictionary, stock, monkeypatch, combine):
-    """Above _MC_CHUNK_ELEMENTS the K samples go through the output layer in chunks: same values."""
-    import fairseq_acvi.models.acvi_transformer as at
+    """Above MC_CHUNK_ELEMENTS the K samples go through the output layer in chunks: same values."""
+    from fairseq_acvi.mc_prediction import averaging
     model, _ = ours(dictionary, stock, "acvi", strict=False, mc_combine=combine)
     x = torch.randn(3, 4, 5, 16)                                   # (B, T, K, D)
     with torch.no_grad():
         one = model.decoder.mc_log_probs(x)
-        monkeypatch.setattr(at, "_MC_CHUNK_ELEMENTS", 3 * 4 * len(dictionary) * 2)   # chunks of 2
+        monkeypatch.setattr(averaging, "MC_CHUNK_ELEMENTS", 3 * 4 * len(dictionary) * 2)   # chunks of 2
         chunked = model.decoder.mc_log_probs(x)
     assert torch.allclose(one, chunked, atol=1e-5)
     assert torch.allclose(one.exp().sum(-1), torch.ones(3, 4), atol=1e-5)
@@ -283,7 +283,7 @@ def test_incremental_equals_full_forward(dictionary, stock, monkeypatch, context
     model, _ = ours(dictionary, stock, context, strict=False, acvi_logvar_init=0.0)
     if context == "acvi":
         set_k(model, k)
-        monkeypatch.setattr(ACVIContext, "draw",
+        monkeypatch.setattr(transformer_context, "draw_gaussian",
                             fixed_noise(torch.randn(3, 4, generator=torch.Generator().manual_seed(4))))
     src, lengths, prev = batch(dictionary)
     prev[1, -2:] = 5                                # no padding inside the incremental prefix

@@ -5,9 +5,10 @@ import math
 import pytest
 import torch
 
+from fairseq_acvi.mc_prediction.combination import combine_samples
+from fairseq_acvi.mc_prediction.sampling import draw_gaussian
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY, StepOutput, build_context, stack_steps
 from fairseq_acvi.modules.context.acvi import gaussian_kl_to_standard
-from fairseq_acvi.modules.context_decoder import combine_samples
 from fairseq_acvi.modules.scorers import SCORERS, build_scorer, masked_softmax
 
 
@@ -151,7 +152,7 @@ def test_antithetic_draws_are_pairs_with_the_gaussian_marginal(K):
     exactly for even K (odd K: one unpaired sample) — and each one is still N(m, v)."""
     torch.manual_seed(0)
     m, v = torch.randn(4, 3, 5), torch.rand(4, 3, 5) + 0.1
-    c = _acvi().draw(m, v, K, torch.float32, antithetic=True)            # (4, 3, K, 5)
+    c = draw_gaussian(m, v, K, torch.float32, antithetic=True)            # (4, 3, K, 5)
     assert c.shape == (4, 3, K, 5)
     eps = (c - m.unsqueeze(-2)) / v.sqrt().unsqueeze(-2)
     half = K // 2
@@ -161,7 +162,7 @@ def test_antithetic_draws_are_pairs_with_the_gaussian_marginal(K):
     assert not torch.allclose(eps[..., 0, :], eps[..., -1, :]) or K == 1   # not the mean itself
     # the marginal of every sample: N(m, v) — 20,000 draws of one (m, v)
     m1, v1 = torch.tensor([[0.5, -1.0]]), torch.tensor([[0.25, 4.0]])
-    big = _acvi().draw(m1.expand(20000, 2), v1.expand(20000, 2), K, torch.float32, antithetic=True)
+    big = draw_gaussian(m1.expand(20000, 2), v1.expand(20000, 2), K, torch.float32, antithetic=True)
     for k in range(K):
         torch.testing.assert_close(big[:, k].mean(0), m1[0], atol=0.05, rtol=0)
         torch.testing.assert_close(big[:, k].var(0), v1[0], atol=0.0, rtol=0.05)

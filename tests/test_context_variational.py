@@ -277,10 +277,10 @@ def _saved_bytes(model, src, lengths, prev, target):
 
 def test_enum_in_chunks_gives_the_same_loss_and_gradients(monkeypatch):
     """Chunked (one source position at a time, checkpointed) = all N positions at once."""
-    from fairseq_acvi.modules import context_decoder
+    from fairseq_acvi.mc_prediction import averaging
     model, d, src, lengths, prev, target = _variational_model(dropout=0.0)
     loss, grads = _enum_loss_and_grads(model, src, lengths, prev, target)
-    monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(averaging, "MC_CHUNK_ELEMENTS", 1)
     loss_c, grads_c = _enum_loss_and_grads(model, src, lengths, prev, target)
     torch.testing.assert_close(loss_c, loss, atol=1e-5, rtol=1e-6)
     assert grads.keys() == grads_c.keys() and len(grads) > 5
@@ -291,11 +291,11 @@ def test_enum_in_chunks_gives_the_same_loss_and_gradients(monkeypatch):
 def test_recomputed_chunks_replay_the_same_dropout(monkeypatch):
     """With dropout, the recomputation in the backward pass draws the forward pass's masks: the
     gradients equal those of the same chunks kept in memory."""
-    from fairseq_acvi.modules import context_decoder
+    from fairseq_acvi.mc_prediction import averaging
     model, d, src, lengths, prev, target = _variational_model(dropout=0.3)
-    monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(averaging, "MC_CHUNK_ELEMENTS", 1)
     loss, grads = _enum_loss_and_grads(model, src, lengths, prev, target)
-    monkeypatch.setattr(context_decoder, "checkpoint",
+    monkeypatch.setattr(averaging, "checkpoint",
                         lambda fn, *a, use_reentrant: fn(*a))           # keep every chunk
     loss_k, grads_k = _enum_loss_and_grads(model, src, lengths, prev, target)
     torch.testing.assert_close(loss, loss_k)
@@ -307,12 +307,12 @@ def test_enum_keeps_one_chunk_of_logits_not_n(monkeypatch):
     """Memory: with a vocabulary large enough for the output layer to dominate, chunked and
     checkpointed, the tensors kept for the backward pass shrink by more than half with N = 6
     source positions (chunked without recomputation, they do not shrink)."""
-    from fairseq_acvi.modules import context_decoder
+    from fairseq_acvi.mc_prediction import averaging
     model, d, src, lengths, prev, target = _variational_model(dropout=0.0, vocab=3000)
     whole = _saved_bytes(model, src, lengths, prev, target)
-    monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(averaging, "MC_CHUNK_ELEMENTS", 1)
     chunked = _saved_bytes(model, src, lengths, prev, target)
-    monkeypatch.setattr(context_decoder, "checkpoint", lambda fn, *a, use_reentrant: fn(*a))
+    monkeypatch.setattr(averaging, "checkpoint", lambda fn, *a, use_reentrant: fn(*a))
     kept = _saved_bytes(model, src, lengths, prev, target)
     assert kept > 0.9 * whole
     assert chunked < 0.5 * whole, (chunked, whole)

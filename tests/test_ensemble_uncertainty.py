@@ -1,5 +1,5 @@
 """The uncertainty of a prediction that averages members: fairseq's ensembles (``--path a:b``) and
-their combination with ACVI's K context samples (modules/uncertainty.py ``combine_members``,
+their combination with ACVI's K context samples (mc_prediction/uncertainty.py ``combine_members``,
 generation/uncertainty.py ``UncertaintyEnsemble``; docs/uncertainty.md §6)."""
 import copy
 import math
@@ -11,8 +11,8 @@ from fairseq.sequence_generator import SequenceGenerator
 import test_seq2seq_model as s2s_tests
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
 from fairseq_acvi.modules.mc_dropout import wrap_mc_dropout
-from fairseq_acvi.modules.sample_combination import average_members, combine_samples
-from fairseq_acvi.modules.uncertainty import (EXPECTED_ENTROPY, MEMBERS_MUTUAL_INFORMATION,
+from fairseq_acvi.mc_prediction.combination import average_members, combine_samples
+from fairseq_acvi.mc_prediction.uncertainty import (EXPECTED_ENTROPY, MEMBERS_MUTUAL_INFORMATION,
                                               MUTUAL_INFORMATION, combine_members, decompose)
 from test_uncertainty_generation import NOISE, SHARP, fix_noise
 

@@ -17,7 +17,7 @@ import test_video_captioner as cap_tests
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
 from fairseq_acvi.modules import mc_dropout
 from fairseq_acvi.modules.mc_dropout import SharedDropoutMasks, fold, wrap_mc_dropout
-from fairseq_acvi.modules.uncertainty import (EXPECTED_ENTROPY, MEMBERS_MUTUAL_INFORMATION,
+from fairseq_acvi.mc_prediction.uncertainty import (EXPECTED_ENTROPY, MEMBERS_MUTUAL_INFORMATION,
                                               MUTUAL_INFORMATION, decompose)
 
 SHARP = dict(init_scale=1.0, acvi_logvar_init=0.0)

@@ -8,7 +8,7 @@ import torch
 from fairseq_acvi.criterions.qa_cross_entropy import QACrossEntropyCriterion
 from fairseq_acvi.criterions.t_divergence import TDivergenceCriterion
 from fairseq_acvi.models.memn2n import MemN2NConfig, MemN2NModel, TMemN2NConfig, TMemN2NModel
-from fairseq_acvi.modules.uncertainty import decompose
+from fairseq_acvi.mc_prediction.uncertainty import decompose
 from test_memn2n import batch, small_dict
 
 

@@ -191,7 +191,7 @@ def test_acvi_geometric_combination_is_the_normalised_mean_log_probability(chunk
     """``--mc-combine geometric``: P_t ∝ exp((1/K) Σ_k log P_mix(· | c^(k))), over the same K
     samples as the default average of probabilities, normalised, also when the K samples go
     through the output layer in chunks; in training (one sample) nothing changes."""
-    from fairseq_acvi.modules import context_decoder
+    from fairseq_acvi.mc_prediction import averaging
     model, d, (src, lengths, prev), calls = _noisy_acvi_recording_outputs()
     dec = model.decoder
 
@@ -201,7 +201,7 @@ def test_acvi_geometric_combination_is_the_normalised_mean_log_probability(chunk
         return lp
 
     if chunked:
-        monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 3 * 5 * len(d) * 3)   # 3 a chunk
+        monkeypatch.setattr(averaging, "MC_CHUNK_ELEMENTS", 3 * 5 * len(d) * 3)   # 3 a chunk
     K = 8
     dec.context.mc_samples = K
     with torch.no_grad():
@@ -230,11 +230,11 @@ def test_decoding_averages_the_samples_in_probability_space_to_the_same_value(ch
     """Without autograd the copy mixture's K samples are averaged in probability space (one log
     at the end, output_layers.py): the same log Σ_k P_k / K as the log-space path, also chunk by
     chunk and step by step (incremental decoding)."""
-    from fairseq_acvi.modules import context_decoder
+    from fairseq_acvi.mc_prediction import averaging
     model, d, (src, lengths, prev), calls = _noisy_acvi_recording_outputs()
     dec = model.decoder
     if chunked:
-        monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 3 * 5 * len(d) * 3)   # 3 a chunk
+        monkeypatch.setattr(averaging, "MC_CHUNK_ELEMENTS", 3 * 5 * len(d) * 3)   # 3 a chunk
     dec.context.mc_samples = 8
     with torch.no_grad():
         enc = model.encoder(src, lengths)

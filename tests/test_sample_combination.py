@@ -1,11 +1,11 @@
-"""The sample combinations (modules/sample_combination.py, docs/method.md §2.2): one pass and
+"""The sample combinations (mc_prediction/combination.py, docs/method.md §2.2): one pass and
 chunk by chunk, against their definitions."""
 import math
 
 import pytest
 import torch
 
-from fairseq_acvi.modules.sample_combination import RunningCombination, combine_samples
+from fairseq_acvi.mc_prediction.combination import RunningCombination, combine_samples
 
 
 def _inputs(S=7, V=11, seed=0):

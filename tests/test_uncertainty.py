@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from fairseq_acvi.modules.uncertainty import (ENTROPY, EXPECTED_ENTROPY, MUTUAL_INFORMATION,
+from fairseq_acvi.mc_prediction.uncertainty import (ENTROPY, EXPECTED_ENTROPY, MUTUAL_INFORMATION,
                                               SampleAccumulator, decompose, single)
 
 

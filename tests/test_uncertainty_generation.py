@@ -15,9 +15,9 @@ import test_pointer_generator as pg_tests
 import test_seq2seq_model as s2s_tests
 import test_video_captioner as cap_tests
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
-from fairseq_acvi.modules import context_decoder
+from fairseq_acvi.mc_prediction import averaging
 from fairseq_acvi.modules.context import acvi as acvi_module
-from fairseq_acvi.modules.uncertainty import ENTROPY, MUTUAL_INFORMATION, decompose
+from fairseq_acvi.mc_prediction.uncertainty import ENTROPY, MUTUAL_INFORMATION, decompose
 from fairseq_acvi.tasks.video_captioning import FeatureSequenceGenerator
 
 
@@ -179,7 +179,7 @@ def test_chunked_sample_average_gives_the_same_uncertainty(monkeypatch):
     with torch.no_grad():
         torch.manual_seed(3)
         lp, extra = model.decoder(prev, enc)
-        monkeypatch.setattr(context_decoder, "_MC_CHUNK_ELEMENTS", 1)      # sample by sample
+        monkeypatch.setattr(averaging, "MC_CHUNK_ELEMENTS", 1)      # sample by sample
         torch.manual_seed(3)
         lp_c, extra_c = model.decoder(prev, enc)
     torch.testing.assert_close(lp_c, lp, atol=1e-5, rtol=1e-5)

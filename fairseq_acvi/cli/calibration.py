@@ -11,7 +11,7 @@ Every model reads the reference translations of ``--subset`` teacher-forced (one
 search): at every target position t it predicts p̄_t (the K-sample average for ACVI, D 88), and
 the position counts as *right* when argmax p̄_t is the reference token. Per token the command keeps
 the confidence max_v p̄_t(v), H[p̄_t], E_k H[p_t^(k)] and the mutual information I_t (the decoder's
-``extra["uncertainty"]``, :mod:`fairseq_acvi.modules.uncertainty`). It reports per model:
+``extra["uncertainty"]``, :mod:`fairseq_acvi.mc_prediction.uncertainty`). It reports per model:
 
 * accuracy, NLL of the reference per token, mean confidence;
 * ECE over ``--bins`` equal-width confidence bins, and the reliability diagram of all models
@@ -48,8 +48,8 @@ from fairseq_acvi.metrics.calibration import (auroc, bootstrap_interval,
                                               expected_calibration_error, rank_correlation,
                                               reliability_bins, stratified_auroc)
 from fairseq_acvi.modules.mc_dropout import check_members, check_rate, wrap_mc_dropout
-from fairseq_acvi.modules.sample_combination import average_members
-from fairseq_acvi.modules.uncertainty import (ENTROPY, EXPECTED_ENTROPY,
+from fairseq_acvi.mc_prediction.combination import average_members
+from fairseq_acvi.mc_prediction.uncertainty import (ENTROPY, EXPECTED_ENTROPY,
                                               MEMBERS_MUTUAL_INFORMATION, MUTUAL_INFORMATION,
                                               combine_members)
 

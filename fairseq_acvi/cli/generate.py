@@ -59,7 +59,7 @@ from fairseq_acvi.generation.sentence_scores import SCORES
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
 from fairseq_acvi.modules.mc_dropout import (check_members, check_rate, set_rows_per_sentence,
                                              wrap_mc_dropout)
-from fairseq_acvi.modules.uncertainty import ENTROPY, MUTUAL_INFORMATION
+from fairseq_acvi.mc_prediction.uncertainty import ENTROPY, MUTUAL_INFORMATION
 
 LINES = {"mi": (("U", MUTUAL_INFORMATION),),
          "all": (("U", MUTUAL_INFORMATION), ("UH", ENTROPY))}

@@ -2,7 +2,7 @@
 
 For a hypothesis y = y_1 .. y_L (``</s>`` included, as fairseq's positional scores) with, at each
 step l, the predictive distribution p̄_l it was chosen from, its entropy H_l = H[p̄_l], the mutual
-information I_l (:mod:`fairseq_acvi.modules.uncertainty`) and log p̄_l(y_l):
+information I_l (:mod:`fairseq_acvi.mc_prediction.uncertainty`) and log p̄_l(y_l):
 
     mean_mi   = (1/L) Σ_l I_l           the chain-rule estimate of the sequence's mutual information
                                        (knowledge uncertainty; Malinin and Gales 2021, §3-4)
@@ -20,7 +20,7 @@ from typing import Dict
 import torch
 from torch import Tensor
 
-from fairseq_acvi.modules.uncertainty import ENTROPY, MUTUAL_INFORMATION
+from fairseq_acvi.mc_prediction.uncertainty import ENTROPY, MUTUAL_INFORMATION
 
 #: the names, in the order the ``US-`` line writes them
 SCORES = ("mean_mi", "max_mi", "entropy", "logprob")

@@ -17,7 +17,7 @@ Ensembles (``--path a.pt:b.pt``; docs/uncertainty.md §6): fairseq's ``EnsembleM
 the members' distributions in probability space. :func:`enable_uncertainty` then also gives the
 generator's ensemble the behaviour of :class:`UncertaintyEnsemble`: after each step it reads
 every member decoder's log p̄_m and its own uncertainty row, combines them
-(:func:`~fairseq_acvi.modules.uncertainty.combine_members`: the decomposition over all
+(:func:`~fairseq_acvi.mc_prediction.uncertainty.combine_members`: the decomposition over all
 members × context samples, and the members' part I_members) and keeps the (B·beam, t, 4) path,
 reordered with the beam, which the finalised hypotheses read as above. A hypothesis of a
 prediction that averages members (an ensemble, or MC dropout's chains,
@@ -34,10 +34,10 @@ from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from torch import Tensor
 
 from fairseq_acvi.generation.sentence_scores import sentence_scores
-from fairseq_acvi.modules import uncertainty as unc
+from fairseq_acvi.mc_prediction import uncertainty as unc
 from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.mc_dropout import MCDropoutDecoder, set_rows_per_sentence
-from fairseq_acvi.modules.sample_combination import average_members
+from fairseq_acvi.mc_prediction.combination import average_members
 
 #: the decoders whose uncertainty a hypothesis can report
 RECORDING_DECODERS = (ContextLSTMDecoder, MCDropoutDecoder)

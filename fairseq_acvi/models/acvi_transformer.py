@@ -30,7 +30,6 @@ antithetic evaluation samples) without the annotations' normalisation (``--acvi-
 the values are per-head projections of the encoder's layer-normalised output). Train with
 ``--task translation --criterion elbo [--label-smoothing 0.1]`` (``recipes/mt_transformer_multi30k.sh``).
 """
-import math
 
 from fairseq import utils
 from fairseq.models import register_model, register_model_architecture
@@ -41,16 +40,13 @@ from fairseq.models.transformer.transformer_legacy import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
+from fairseq_acvi.mc_prediction import averaging as mc
 from fairseq_acvi.modules.context import (add_context_args, check_options_apply,
                                           check_sample_count, fill_context_defaults,
                                           keep_predating_values)
-from fairseq_acvi.modules.sample_combination import RunningCombination
 from fairseq_acvi.modules.transformer_context import (
     AVERAGED_TERMS, TRANSFORMER_VARIANTS, ContextMultiheadAttention)
 
-#: above this many float32 elements (B·T·K·V; 512 MiB) the K-sample average runs in chunks of
-#: samples (validation batches; a beam-10 decode of 128 sentences at K = 10 and 8k words fits)
-_MC_CHUNK_ELEMENTS = 1 << 27
 
 LATENT_LAYERS = ("all", "last")
 
@@ -123,20 +119,15 @@ class ACVITransformerDecoder(TransformerDecoder):
         """Output layer and predictive average (D 88), float32 in log space:
         x (B, T, D) -> log softmax (B, T, V);  x (B, T, K, D) -> log (1/K) Σ_k softmax_k (B, T, V),
         or under ``--mc-combine geometric`` log softmax_V((1/K) Σ_k log softmax_k) (§2.2).
-        The K samples go through the output projection together (in chunks of samples only when
-        B·T·K·V exceeds ``_MC_CHUNK_ELEMENTS``)."""
+        The K samples go through the output projection together, in chunks of samples when
+        B·T·K·V exceeds the budget of :mod:`fairseq_acvi.mc_prediction.averaging`."""
         if x.dim() == 4 and x.size(2) == 1:     # one sample: nothing to average
             x = x.squeeze(2)
         if x.dim() == 3:
             return utils.log_softmax(self.output_layer(x), dim=-1)
-        B, T, K = x.shape[:3]
-        chunk = max(1, _MC_CHUNK_ELEMENTS // max(1, B * T * len(self.dictionary)))
         # the top latent layer's context (the one that sampled the K) holds --mc-combine
-        comb = RunningCombination(self.latent_attn[-1].acvi.mc_combine)
-        for s in range(0, K, chunk):
-            lp = utils.log_softmax(self.output_layer(x[:, :, s:s + chunk]), dim=-1)   # (B, T, c, V)
-            comb.add(lp, lp.new_full(lp.shape[:-1], -math.log(K)))
-        return comb.result()
+        return mc.average(lambda i, j: utils.log_softmax(self.output_layer(x[:, :, i:j]), dim=-1),
+                          x, len(self.dictionary), None, self.latent_attn[-1].acvi.mc_combine)
 
     def _losses(self, prev_output_tokens):
         """The latent layers' per-token terms (B, T), summed over layers (``ctx_var`` and

@@ -25,7 +25,7 @@ Training uses one escort draw per minibatch; evaluation averages the answer dist
 ``--mc-samples`` draws in probability space (float32), or uses μ (0). The S draws are
 folded into the batch: one pass, the data-only position-encoding bags are shared by all draws.
 In evaluation ``extra["uncertainty"]`` (B, 3) holds H[p̄], E_s H[p_s] and the mutual information
-of the S draws per question (:mod:`fairseq_acvi.modules.uncertainty`; MemN2N and the posterior
+of the S draws per question (:mod:`fairseq_acvi.mc_prediction.uncertainty`; MemN2N and the posterior
 mean: one distribution, I = 0), which the criteria log for right and wrong answers.
 """
 
@@ -39,7 +39,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from torch import Tensor
 
-from fairseq_acvi.modules import uncertainty as unc
+from fairseq_acvi.mc_prediction import uncertainty as unc
 from fairseq_acvi.modules.student_t import SAMPLERS, StudentTMatrices, WeightedDivergence
 
 TYING = ChoiceEnum(["layerwise", "adjacent"])

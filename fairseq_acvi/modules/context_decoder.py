@@ -36,7 +36,7 @@ switch g_t), for diagnostics and pictures.
 Predictive uncertainty (docs/uncertainty.md; off unless ``record_uncertainty`` is set, e.g. by
 :func:`fairseq_acvi.generation.uncertainty.enable_uncertainty`): ``extra["uncertainty"]`` (B, T, 3)
 float32 holds H[p̄_t], E_k H[p_t^(k)] and their difference, the mutual information, computed from
-the K per-sample distributions the output step already forms (:mod:`fairseq_acvi.modules.uncertainty`).
+the K per-sample distributions the output step already forms (:mod:`fairseq_acvi.mc_prediction.uncertainty`).
 When decoding incrementally the rows of every step are also kept in the incremental state
 (``uq``, (B, t, 3), reordered with the beam like the LSTM state), and :attr:`uncertainty_path`
 points at the newest one: row b holds the uncertainties of every step of the path that beam row b
@@ -70,7 +70,6 @@ nothing of them is built: the decoder is the one above, bit for bit, and old che
   live in the incremental state, reordered with the beam; ``extra["decoder_past_attn"]``
   (B, T, t0 + T − 1) holds b_t (zeros where a step has no such past position).
 """
-import math
 from typing import Callable, Dict, Optional
 
 import torch
@@ -78,28 +77,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
-from fairseq_acvi.modules import uncertainty as unc
-from fairseq_acvi.modules.sample_combination import RunningCombination, combine_samples, weigh
+from fairseq_acvi.mc_prediction import averaging as mc
+from fairseq_acvi.mc_prediction import uncertainty as unc
 from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
 from fairseq_acvi.modules.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.output_layers import OutputInputs, OutputLayer, VocabularyOutput
-from fairseq_acvi.modules.precision import at_least_float32
 from fairseq_acvi.modules.scorers import Memory
 from fairseq_acvi.modules.self_attention import SelfAttentionBlock
-
-#: above this many float32 elements (B·T·S·V) the sample average runs sample by sample
-_MC_CHUNK_ELEMENTS = 1 << 26
-
-
-def _recomputed(fn: Callable[..., Tensor], *args) -> Tensor:
-    """``fn(*args)``; under autograd its activations are not kept but recomputed in the backward
-    pass (activation checkpointing, replaying the same dropout masks)."""
-    if torch.is_grad_enabled():
-        return checkpoint(fn, *args, use_reentrant=False)
-    return fn(*args)
-
 
 class ContextLSTMDecoder(FairseqIncrementalDecoder):
     """The input-feeding LSTM decoder of every seq2seq model (module docstring).
@@ -441,13 +426,6 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         s_ = s.unsqueeze(2).expand(-1, -1, ctx.size(2), -1)
         return torch.tanh(self.W_c(torch.cat([s_, ctx.to(s.dtype)], dim=-1)))
 
-    @staticmethod
-    def _sample_log_weights(out: StepOutput) -> Tensor:
-        """log w_s (B, T, S) float32 of the S contexts: theirs, or uniform."""
-        B, T, S = out.samples.shape[:3]
-        return (at_least_float32(out.log_weights) if out.log_weights is not None
-                else at_least_float32(out.samples.new_full((B, T, S), -math.log(S))))
-
     def _output(self, hid, ctx, s, out: StepOutput, x, cache, target=None) -> Tensor:
         """hid (B, T, S, out_dim), ctx (B, T, S, d_c) -> the output layer's (B, T, S, V) or, with
         ``target`` (B, T), (B, T, S)."""
@@ -461,23 +439,6 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
                             attn=None if out.attn is None else out.attn.unsqueeze(2),
                             src_ids=cache["src_ids"][:, None, None, :] if "src_ids" in cache else None)
 
-    def _averaged_in_probability_space(self, s, out: StepOutput, x, cache) -> Tensor:
-        """log Σ_s w_s P_s (B, T, V) float32, the "prob" combination formed by the output layer
-        in probability space (:attr:`OutputLayer.averages_in_probability_space`), chunk by chunk
-        of samples as :meth:`_combined`: one log at the end instead of one per sample and a
-        log-sum-exp over them. Used without autograd (decoding)."""
-        B, T, S = out.samples.shape[:3]
-        w = self._sample_log_weights(out).exp()
-        step = self._chunk_size(B * T, S, len(self.dictionary))
-        total = None
-        for i in range(0, S, step):
-            ctx = out.samples[:, :, i:i + step]
-            share = self.head.prob_share(self._hidden(s, ctx),
-                                         self._output_inputs(ctx, s, out, x, cache),
-                                         w[:, :, i:i + step])
-            total = share if total is None else tuple(a + b for a, b in zip(total, share))
-        return self.head.from_prob_share(total, self._output_inputs(None, s, out, x, cache))
-
     def _predict(self, s, feeds, out: StepOutput, x, cache, stats: Optional[Dict] = None):
         """log P (B, T, V) float32, the K-sample average (D 88), finished by the output layer
         (the no-copy baseline: −inf at the markers). With a ``stats`` dict, also
@@ -486,87 +447,38 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         return self.head.finish(self._combined(s, feeds, out, x, cache, stats))
 
     def _combined(self, s, feeds, out: StepOutput, x, cache, stats):
-        """:meth:`_predict` before the output layer's ``finish``."""
+        """:meth:`_predict` before the output layer's ``finish``: the S contexts' distributions
+        combined chunk by chunk (:mod:`fairseq_acvi.mc_prediction.averaging`); in probability
+        space where the output layer forms it there (the copy mixture, when decoding)."""
         if out.samples is None:  # one context per step, the mean: reuse the recurrent path
             return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x,
                                 cache).squeeze(2)
+        n_logits = len(self.dictionary)
         if (out.combine == "prob" and not torch.is_grad_enabled()
                 and self.head.averages_in_probability_space):
-            lp_mean = self._averaged_in_probability_space(s, out, x, cache)
+            lp_mean = mc.average_in_probability_space(
+                lambda i, j, w: self.head.prob_share(
+                    self._hidden(s, out.samples[:, :, i:j]),
+                    self._output_inputs(out.samples[:, :, i:j], s, out, x, cache), w),
+                lambda total: self.head.from_prob_share(
+                    total, self._output_inputs(None, s, out, x, cache)),
+                out.samples, n_logits, out.log_weights)
             if stats is not None and out.samples.size(2) > 1:
                 # the decomposition reads every sample's distribution; the search reads lp_mean,
                 # the same values whether the uncertainty is recorded or not
-                stats["uncertainty"] = self._sample_uncertainty(s, out, x, cache, lp_mean)
+                stats["uncertainty"] = mc.sample_uncertainty(
+                    self._chunk_log_probs(s, out, x, cache), out.samples, n_logits,
+                    out.log_weights, lp_mean)
             return lp_mean
-        B, T, S = out.samples.shape[:3]
-        step = self._chunk_size(B * T, S, len(self.dictionary))
-        if step >= S:
-            lp = self.output_log_probs(s, out.samples, out, x, cache)
-            lp_mean = combine_samples(lp, out.log_weights, out.combine)
-            if stats is not None and S > 1:
-                mixture = (lp_mean if out.combine == "prob"
-                           else combine_samples(lp, out.log_weights, "prob"))
-                stats["uncertainty"] = unc.decompose(lp, mixture, out.log_weights)
-            return lp_mean
-        # Many contexts per step (K samples in large validation batches; variational attention's
-        # enumeration over the N source positions in training): chunk by chunk, summing
-        # log Σ w p ("prob") or Σ w log p ("logprob") over the chunks. Under autograd each chunk,
-        # output layer and weighting together, is recomputed in the backward pass: memory holds
-        # the (B, T, V) running sum, not S chunks' (B, T, ·, V) log-probabilities.
-        log_w = self._sample_log_weights(out)
-        comb = RunningCombination(out.combine)
-        parts = unc.SampleAccumulator() if stats is not None else None
-        # the uncertainty needs the predictive average p̄ also when another combination is returned
-        mix = RunningCombination("prob") if parts is not None and out.combine != "prob" else None
-        for i in range(0, S, step):
-            samples, lw = out.samples[:, :, i:i + step], log_w[:, :, i:i + step]
-            if parts is None:
-                comb.add_share(self._weighted_chunk(s, samples, lw, out, x, cache, comb.inner))
-                continue
-            # the uncertainty decomposition (evaluation) reads every sample's distribution
-            lp = self.output_log_probs(s, samples, out, x, cache)
-            for j in range(lp.size(2)):
-                parts.add(lp[:, :, j], lw[:, :, j])
-            comb.add(lp, lw)
-            if mix is not None:
-                mix.add(lp, lw)
-        if parts is not None:
-            stats["uncertainty"] = parts.result((mix or comb).result())
-        return comb.result()
+        return mc.average(self._chunk_log_probs(s, out, x, cache), out.samples, n_logits,
+                          out.log_weights, out.combine, stats)
 
-    def _sample_uncertainty(self, s, out: StepOutput, x, cache, lp_mean: Tensor) -> Tensor:
-        """The (B, T, 3) uncertainty decomposition of the S samples around their average
-        ``lp_mean`` (B, T, V), with the chunks of :meth:`_combined`."""
-        B, T, S = out.samples.shape[:3]
-        step = self._chunk_size(B * T, S, len(self.dictionary))
-        if step >= S:
-            lp = self.output_log_probs(s, out.samples, out, x, cache)
-            return unc.decompose(lp, lp_mean, out.log_weights)
-        log_w = self._sample_log_weights(out)
-        parts = unc.SampleAccumulator()
-        for i in range(0, S, step):
-            lp = self.output_log_probs(s, out.samples[:, :, i:i + step], out, x, cache)
-            for j in range(lp.size(2)):
-                parts.add(lp[:, :, j], log_w[:, :, i + j])
-        return parts.result(lp_mean)
-
-    @staticmethod
-    def _chunk_size(rows: int, S: int, n_logits: int) -> int:
-        """How many of the S contexts per step go through the output layer together: all of them
-        while the (rows, S, n_logits) output stays under _MC_CHUNK_ELEMENTS, else as many as fit
-        (at least one)."""
-        return max(1, min(S, _MC_CHUNK_ELEMENTS // max(1, rows * n_logits)))
-
-    def _chunk_log_probs(self, s, samples, out: StepOutput, x, cache, target=None) -> Tensor:
-        """:meth:`output_log_probs` of one chunk of contexts, recomputed in the backward pass."""
-        return _recomputed(self.output_log_probs, s, samples, out, x, cache, target)
-
-    def _weighted_chunk(self, s, samples, lw, out: StepOutput, x, cache, mode: str) -> Tensor:
-        """One chunk of contexts (B, T, c, d_c) with log-weights ``lw`` (B, T, c) -> its share
-        (B, T, V) of the combination (:func:`weigh`), recomputed in the backward pass."""
-        def share(s, samples, lw):
-            return weigh(self.output_log_probs(s, samples, out, x, cache), lw, mode)
-        return _recomputed(share, s, samples, lw)
+    def _chunk_log_probs(self, s, out: StepOutput, x, cache, target=None):
+        """The output layer over contexts i .. j − 1 of ``out.samples``: (i, j) -> (B, T, j − i,
+        V), or with ``target`` (B, T) the gold tokens' (B, T, j − i)."""
+        if target is None:
+            return lambda i, j: self.output_log_probs(s, out.samples[:, :, i:j], out, x, cache)
+        return lambda i, j: self.output_log_probs(s, out.samples[:, :, i:j], out, x, cache, target)
 
     def _predict_target(self, s, feeds, out: StepOutput, x, cache, target: Tensor) -> Tensor:
         """log P(y_t) of the gold tokens (B, T) float32: :meth:`_predict` gathered at ``target``
@@ -578,14 +490,8 @@ class ContextLSTMDecoder(FairseqIncrementalDecoder):
         if out.samples is None:   # the mean context: the recurrent path's hidden, as _predict
             return self._output(feeds.unsqueeze(2), out.mean.unsqueeze(2), s, out, x, cache,
                                 target).squeeze(2)
-        B, T, S = out.samples.shape[:3]
-        step = self._chunk_size(B * T, S, self.head.num_logits)
-        if step >= S:
-            lp = self.output_log_probs(s, out.samples, out, x, cache, target)    # (B, T, S)
-        else:   # chunks, recomputed in the backward pass (as in :meth:`_combined`)
-            lp = torch.cat([self._chunk_log_probs(s, out.samples[:, :, i:i + step], out, x, cache,
-                                                  target) for i in range(0, S, step)], dim=2)
-        return combine_samples(lp.unsqueeze(-1), out.log_weights, out.combine).squeeze(-1)
+        return mc.gold_log_probs(self._chunk_log_probs(s, out, x, cache, target), out.samples,
+                                 self.head.num_logits, out.log_weights, out.combine)
 
     def _targets(self, prev_output_tokens: Tensor) -> Tensor:
         """Rebuild the target y_1..y_T from prev_output_tokens = [eos, y_1, …] (right padded)."""

@@ -28,12 +28,12 @@ The probability of each dropout is the model's own (the one it was trained with)
 Dropout that is not an ``F.dropout`` call is not sampled: the inter-layer dropout inside a
 multi-layer ``nn.LSTM`` of the encoder (the fused kernel draws its own masks, only in training).
 Every probability 0 gives K identical chains, whose average is exactly their own distribution
-(:func:`~fairseq_acvi.modules.sample_combination.average_members`), with I = 0: the plain model's
+(:func:`~fairseq_acvi.mc_prediction.combination.average_members`), with I = 0: the plain model's
 distribution up to the rounding of a batch K times larger (~2e-6 in log-probability).
 
 With ``record_uncertainty`` the decoder returns ``extra["uncertainty"]`` (B, T, 4): H[p̄],
 E H, the mutual information I over all K chains × S context samples, and the chains' part
-I_members (:func:`~fairseq_acvi.modules.uncertainty.combine_members`); when decoding
+I_members (:func:`~fairseq_acvi.mc_prediction.uncertainty.combine_members`); when decoding
 incrementally the rows of every step are kept in the incremental state (reordered with the beam)
 and :attr:`MCDropoutDecoder.uncertainty_path` points at them, as the plain decoder does.
 """
@@ -45,9 +45,9 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIn
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-from fairseq_acvi.modules import uncertainty as unc
+from fairseq_acvi.mc_prediction import uncertainty as unc
 from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
-from fairseq_acvi.modules.sample_combination import average_members
+from fairseq_acvi.mc_prediction.combination import average_members
 
 
 def check_members(value) -> int:

@@ -45,6 +45,7 @@ from fairseq import utils
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
+from fairseq_acvi.mc_prediction.sampling import draw_gaussian
 from fairseq_acvi.modules.context import build_context
 from fairseq_acvi.modules.context.acvi import ACVIContext
 from fairseq_acvi.modules.normalizers import sparse_normalize
@@ -144,10 +145,10 @@ class ContextMultiheadAttention(MultiheadAttention):
         if K <= 0:
             ctx = m.to(dtype).transpose(0, 1).contiguous().view(T, bsz, D)
         elif self.training:
-            ctx = self.acvi.draw(m, v, 1, dtype).squeeze(2)            # (B·H, T, d_h)
+            ctx = draw_gaussian(m, v, 1, dtype).squeeze(2)             # (B·H, T, d_h)
             ctx = ctx.transpose(0, 1).contiguous().view(T, bsz, D)
         else:
-            c = self.acvi.draw(m, v, K, dtype, antithetic=self.acvi.antithetic)  # (B·H, T, K, d_h)
+            c = draw_gaussian(m, v, K, dtype, antithetic=self.acvi.antithetic)  # (B·H, T, K, d_h)
             ctx = c.view(bsz, H, T, K, hd).permute(2, 0, 3, 1, 4).reshape(T, bsz, K, D)
         out = self.out_proj(ctx)
 

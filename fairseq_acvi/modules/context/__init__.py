@@ -1,6 +1,6 @@
 """Context-vector inference variants (docs/method.md §2). Importing registers them."""
 from fairseq_acvi.modules.context.base import (  # noqa: F401
-    CONTEXT_REGISTRY, DEFAULT_MC_SAMPLES, MC_COMBINE_CHOICES, ContextInference, StepOutput, add_context_args,
+    CONTEXT_REGISTRY, DEFAULT_MC_SAMPLES, ContextInference, StepOutput, add_context_args,
     build_context, check_options_apply, check_sample_count, context_class, fill_context_defaults,
     keep_predating_values, register_context, stack_steps,
 )

@@ -24,8 +24,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fairseq_acvi.modules.context.base import (ContextInference, StepOutput, check_mc_combine,
-                                               check_mc_sampling, check_sample_count,
+from fairseq_acvi.mc_prediction.combination import check_mc_combine
+from fairseq_acvi.mc_prediction.sampling import check_mc_sampling, draw_gaussian
+from fairseq_acvi.modules.context.base import (ContextInference, StepOutput, check_sample_count,
                                                register_context)
 from fairseq_acvi.modules.context.soft import attend
 from fairseq_acvi.modules.precision import at_least_float32
@@ -226,18 +227,6 @@ class ACVIContext(ContextInference):
             return {"kl": kl, "kl_mean_part": mean_sum, "kl_var_part": var_sum,
                     "ctx_norm2": 2.0 * mean_sum, "ctx_var": v.mean(-1)}
 
-    @staticmethod
-    def draw(m, v, k, dtype, antithetic=False):
-        """K reparameterised samples c = m + √v ⊙ ε (D 85), one batched draw: m, v (..., d)
-        float32 -> (..., K, d) in ``dtype``. ``antithetic``: ε_1..ε_⌈K/2⌉ ~ N(0, I) followed by
-        −ε_1..−ε_⌊K/2⌋ — every sample still N(m, v), the pairs' mean exactly m (§2.2)."""
-        if antithetic and k > 1:
-            eps = torch.randn(*m.shape[:-1], (k + 1) // 2, m.size(-1), device=m.device)
-            eps = torch.cat([eps, -eps[..., :k // 2, :]], dim=-2)
-        else:
-            eps = torch.randn(*m.shape[:-1], k, m.size(-1), device=m.device)
-        return (m.unsqueeze(-2) + v.sqrt().unsqueeze(-2) * eps).to(dtype)
-
     def step(self, scores, query, mem, prepared, t, state=None):
         """The recurrent path's part only: a_t and m_t = Σ_i a_ti μ(h_i). The variance, the KL and
         the samples, which the recurrence never reads, are formed for all steps in :meth:`finish`.
@@ -266,8 +255,8 @@ class ACVIContext(ContextInference):
         elif self.training and self.sampler == "gumbel":
             samples = self._gumbel_sample(out.aux["scores"], mu, var).unsqueeze(2).to(out.mean.dtype)
         else:
-            samples = self.draw(m, v, k, out.mean.dtype,               # (B, T, K, d)
-                                antithetic=self.antithetic and not self.training)
+            samples = draw_gaussian(m, v, k, out.mean.dtype,           # (B, T, K, d)
+                                    antithetic=self.antithetic and not self.training)
         return replace(out, samples=samples, losses=self.kl_terms(m, v),
                        combine="prob" if self.training else self.mc_combine)
 

@@ -50,6 +50,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_acvi.mc_prediction.combination import MC_COMBINE_CHOICES
+from fairseq_acvi.mc_prediction.sampling import MC_SAMPLING_CHOICES
 from fairseq_acvi.modules import normalizers
 from fairseq_acvi.modules.scorers import Memory, Scorer, build_scorer
 
@@ -57,10 +59,6 @@ CONTEXT_REGISTRY: Dict[str, type] = {}
 
 #: K, the context samples averaged at evaluation and decoding unless --mc-samples says otherwise
 DEFAULT_MC_SAMPLES = 10
-#: how the K samples' distributions are combined at evaluation (``--mc-combine``; docs/method.md §2.2)
-MC_COMBINE_CHOICES = ("prob", "geometric")
-#: how the K samples' noise is drawn at evaluation (``--mc-sampling``; docs/method.md §2.2)
-MC_SAMPLING_CHOICES = ("iid", "antithetic")
 
 
 def check_sample_count(name: str, value) -> int:
@@ -69,20 +67,6 @@ def check_sample_count(name: str, value) -> int:
     bool), else a ValueError naming the option."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name} must be a whole number ≥ 0, got {value!r}")
-    return value
-
-
-def check_mc_combine(value: str) -> str:
-    """``--mc-combine`` checked (also when it comes from ``--model-overrides``, past argparse)."""
-    if value not in MC_COMBINE_CHOICES:
-        raise ValueError(f"--mc-combine must be one of {', '.join(MC_COMBINE_CHOICES)}, got {value!r}")
-    return value
-
-
-def check_mc_sampling(value: str) -> str:
-    """``--mc-sampling`` checked (also when it comes from ``--model-overrides``, past argparse)."""
-    if value not in MC_SAMPLING_CHOICES:
-        raise ValueError(f"--mc-sampling must be one of {', '.join(MC_SAMPLING_CHOICES)}, got {value!r}")
     return value
 
 

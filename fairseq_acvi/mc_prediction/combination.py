@@ -24,6 +24,15 @@ import torch
 from torch import Tensor
 
 COMBINATIONS = ("prob", "logprob", "geometric")
+#: how the K evaluation samples' distributions are combined (``--mc-combine``; docs/method.md §2.2)
+MC_COMBINE_CHOICES = ("prob", "geometric")
+
+
+def check_mc_combine(value: str) -> str:
+    """``--mc-combine`` checked (also when it comes from ``--model-overrides``, past argparse)."""
+    if value not in MC_COMBINE_CHOICES:
+        raise ValueError(f"--mc-combine must be one of {', '.join(MC_COMBINE_CHOICES)}, got {value!r}")
+    return value
 
 
 def combine_samples(lp: Tensor, log_weights: Optional[Tensor], mode: str) -> Tensor:

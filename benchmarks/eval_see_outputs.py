@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 
-from fairseq_acvi.cli.eval_summarization import read_aligned
+from fairseq_acvi.data.text_lines import read_aligned
 from fairseq_acvi.metrics.meteor import meteor, meteor_resources
 from fairseq_acvi.metrics.novelty import novelty
 from fairseq_acvi.metrics.rouge import rouge_per_pair

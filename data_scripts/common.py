@@ -40,6 +40,7 @@ def package_module(name: str):
     return sys.modules[name]
 
 
+package_module("fairseq_acvi.data.text_lines")          # corpus_checks' one import of the package
 _checks = package_module("fairseq_acvi.data.corpus_checks")
 DataError = _checks.DataError
 run_main = _checks.run_main

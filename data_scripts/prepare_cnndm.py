@@ -55,8 +55,7 @@ from typing import Iterator, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fairseq_acvi.cli.eval_summarization import read_lines  # noqa: E402
-from fairseq_acvi.data.text_lines import read_text_lines  # noqa: E402
+from fairseq_acvi.data.text_lines import read_lines, read_text_lines  # noqa: E402
 from fairseq_acvi.data.oov_markers import (DEFAULT_MAX_SOURCE_POSITIONS,  # noqa: E402
                                            DEFAULT_VOCAB_SIZE, build_vocab, dictionary_lines,
                                            encode_source, encode_target, is_reserved, read_vocab)

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fairseq_acvi.cli.eval_summarization import read_lines  # noqa: E402
+from fairseq_acvi.data.text_lines import read_lines  # noqa: E402
 from fairseq_acvi.data.oov_markers import UNK, restore  # noqa: E402
 
 _H_LINE = re.compile(r"^H-(\d+)\t([^\t]*)\t(.*)$")

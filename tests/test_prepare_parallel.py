@@ -59,7 +59,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path, capsys, corpus):
     data = (corpus / "train.en").read_bytes().split(b"\n")
     data[2] = b"w1 \xff\xfe w2"
     (corpus / "train.en").write_bytes(b"\n".join(data))
-    fails(tmp_path, capsys, corpus, r"train\.en:3: not valid UTF-8")
+    fails(tmp_path, capsys, corpus, r"train\.en:3: not UTF-8")
 
 
 def test_carriage_returns_name_file_and_line(tmp_path, capsys, corpus):

@@ -35,3 +35,15 @@ def test_data_scripts_import_after_benchmarks():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert Path(out.stdout.strip()) == REPO / "data_scripts" / "common.py"
+
+
+def test_scripts_import_no_commands():
+    """Data scripts and benchmarks build on the package's libraries, never on its commands
+    (``fairseq_acvi/cli/``): a command's module is its argument parsing and output, and changing it
+    must not break a script. Checked on the scripts' import lines."""
+    import re
+    pattern = re.compile(r"^\s*(from|import)\s+fairseq_acvi\.cli\b", re.M)
+    offenders = [f"{folder}/{path.name}" for folder in SCRIPT_DIRS
+                 for path in sorted((REPO / folder).glob("*.py"))
+                 if pattern.search(path.read_text(encoding="utf-8"))]
+    assert not offenders, offenders

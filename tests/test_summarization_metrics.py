@@ -6,6 +6,7 @@ import pytest
 
 from conftest import run_cli
 from fairseq_acvi.cli import eval_summarization as ev
+from fairseq_acvi.data.text_lines import read_lines
 from fairseq_acvi.metrics.meteor import meteor, meteor_resources
 from fairseq_acvi.metrics.novelty import novelty
 from fairseq_acvi.metrics.rouge import rouge, summary_sentences, unglue_periods
@@ -63,8 +64,8 @@ def test_rouge_l_is_summary_level_over_sentences():
 def test_rouge_orders_see_et_al_systems_like_the_paper(shared_data):
     """See et al. (2017) Table 1: baseline < pointer-gen < pointer-gen + coverage on R-1/2/L."""
     d = shared_data / "cnn_dm_sample" / "realsumm_ptrgen"
-    refs = ev.read_lines(str(d / "ref.txt"))
-    scores = [rouge(ev.read_lines(str(d / f"out_{s}.txt")), refs)
+    refs = read_lines(str(d / "ref.txt"))
+    scores = [rouge(read_lines(str(d / f"out_{s}.txt")), refs)
               for s in ("baseline", "pointer_gen", "pointer_gen_cov")]
     for k in ("rouge1", "rouge2", "rougeLsum"):
         assert scores[0][k] < scores[1][k] < scores[2][k], (k, scores)
@@ -123,10 +124,10 @@ def test_novelty_hand_computed():
 
 def test_read_lines_errors_and_last_line_without_newline(tmp_path):
     p = _write(tmp_path / "f", ["a", "b"], final_newline=False)
-    assert ev.read_lines(p) == ["a", "b"]
+    assert read_lines(p) == ["a", "b"]
     q = _write(tmp_path / "g", ["a", "", "c"])
     with pytest.raises(ValueError, match=f"{q}:2: empty line"):
-        ev.read_lines(q)
+        read_lines(q)
 
 
 def test_eval_command_errors_name_file_and_line(tmp_path, capsys):
@@ -150,11 +151,11 @@ def test_eval_command_on_shared_sample(tmp_path, shared_data):
     n = 6
     files = {}
     for name in ("src", "ref", "out_pointer_gen"):
-        lines = ev.read_lines(str(d / f"{name}.txt"))[:n]
+        lines = read_lines(str(d / f"{name}.txt"))[:n]
         files[name] = _write(tmp_path / name, lines)
     # a vocabulary without a few source words, so that some output words are adopted OOVs
-    hyps = ev.read_lines(files["out_pointer_gen"])
-    srcs = ev.read_lines(files["src"])
+    hyps = read_lines(files["out_pointer_gen"])
+    srcs = read_lines(files["src"])
     oov = {"koirala", "nepal", "kathmandu"}
     words = sorted({w for s in srcs for w in s.split()} - oov - {"<t>", "</t>"})
     dict_path = _write(tmp_path / "dict.txt", [f"{w} 1" for w in words] + ["<unk-0> 0"])
@@ -165,7 +166,7 @@ def test_eval_command_on_shared_sample(tmp_path, shared_data):
     assert "ROUGE-1 F1" in res.stdout and "METEOR exact" in res.stdout
     got = json.loads(out_json.read_text())
     assert got["n"] == n
-    expect = rouge(hyps, ev.read_lines(files["ref"]))
+    expect = rouge(hyps, read_lines(files["ref"]))
     assert got["rouge1"] == pytest.approx(expect["rouge1"])
     assert got["rougeL"] == pytest.approx(expect["rougeLsum"])
     nov = novelty(hyps, srcs, set(words))

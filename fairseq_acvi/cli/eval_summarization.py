@@ -21,31 +21,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_acvi.data.oov_markers import FAIRSEQ_SPECIALS, marker_position
-from fairseq_acvi.data.text_lines import read_text_lines
-
-
-def read_lines(path: str, allow_empty: bool = False) -> List[str]:
-    """Lines of a UTF-8 text file (no newline; LF or CRLF ends a line, a leading byte-order mark
-    is skipped); an empty line, or one that is not UTF-8, raises ``ValueError`` naming file:line."""
-    out = []
-    for i, line in enumerate(read_text_lines(path, newline="lf"), 1):
-        if not allow_empty and not line.strip():
-            raise ValueError(f"{path}:{i}: empty line")
-        out.append(line)
-    if not out:
-        raise ValueError(f"{path}: no lines")
-    return out
-
-
-def read_aligned(paths: Dict[str, str], allow_empty: Sequence[str] = ()) -> Dict[str, List[str]]:
-    """Read several line-aligned files; a line-count mismatch raises naming both files."""
-    data = {k: read_lines(p, allow_empty=k in allow_empty) for k, p in paths.items()}
-    keys = list(data)
-    for k in keys[1:]:
-        if len(data[k]) != len(data[keys[0]]):
-            raise ValueError(f"{paths[k]} has {len(data[k])} lines but {paths[keys[0]]} has "
-                             f"{len(data[keys[0]])}: the files must be line-aligned")
-    return data
+from fairseq_acvi.data.text_lines import read_aligned
 
 
 def vocab_from_dict(path: str) -> set:

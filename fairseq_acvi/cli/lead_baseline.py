@@ -63,7 +63,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fairseq_acvi.cli.eval_summarization import read_lines
+    from fairseq_acvi.data.text_lines import read_lines
 
     args = get_parser().parse_args(argv)
     if args.k < 1:

@@ -45,8 +45,9 @@ import shutil
 import sys
 from typing import Dict, Optional, Sequence, Tuple
 
-from fairseq_acvi.cli.eval_summarization import evaluate, read_aligned, vocab_from_dict
+from fairseq_acvi.cli.eval_summarization import evaluate, vocab_from_dict
 from fairseq_acvi.cli.lead_baseline import lead
+from fairseq_acvi.data.text_lines import read_aligned
 from fairseq_acvi.metrics.bootstrap import mean_interval, paired_mean_bootstrap
 
 ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")

@@ -7,8 +7,9 @@ missing file, a ragged parallel corpus, an empty line, CR line ends or invalid U
 split on ``"\\n"`` only (``str.splitlines`` would also split on U+2028, U+0085, ... which occur
 inside sentences and would shift the alignment of a parallel corpus).
 
-This module imports nothing from fairseq or from the rest of the package (the data scripts load
-it without the plugin's 5-second import; data_scripts/common.py says how).
+This module imports nothing from fairseq, and of the package only the line reader
+(:mod:`fairseq_acvi.data.text_lines`, which imports nothing): the data scripts load both without
+the plugin's 5-second import (data_scripts/common.py says how).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Union
+
+from fairseq_acvi.data.text_lines import decode_lines
 
 
 class DataError(RuntimeError):
@@ -39,28 +42,22 @@ def log(msg: str) -> None:
 
 
 def read_lines(path: Path) -> List[str]:
-    """Lines of a UTF-8 text file without their ``\\n`` (a final newline does not add an empty line).
+    """Lines of a UTF-8 text file without their ``\\n`` (a final newline does not add an empty line;
+    a leading byte-order mark is skipped: :func:`~fairseq_acvi.data.text_lines.decode_lines`).
 
-    Raises DataError if the file is missing or not UTF-8 (with the line number) or uses CR line ends.
-    A leading UTF-8 byte-order mark is skipped (it would otherwise glue itself to the first word).
+    Raises DataError if the file is missing, uses CR line ends or is not UTF-8 (with the line).
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing file: {path}")
     raw = path.read_bytes()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
-    if "\r" in text:
-        line = text[: text.index("\r")].count("\n") + 1
+    if b"\r" in raw:
+        line = raw[: raw.index(b"\r")].count(b"\n") + 1
         raise DataError(f"{path}:{line}: carriage return found; convert the file to LF line endings")
-    if text.endswith("\n"):
-        text = text[:-1]
-    return text.split("\n") if text else []
+    try:
+        return decode_lines(raw, str(path), newline="lf")
+    except ValueError as e:
+        raise DataError(str(e)) from None
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> int:

@@ -12,11 +12,15 @@ a line is and on what they refuse:
   line stays in that line instead of splitting it (line-aligned corpora, where a split line would
   shift every later pair);
 * a final line ending does not add an empty line.
+
+:func:`read_lines` and :func:`read_aligned` read line-aligned files (one example per line:
+summaries, references, sources), where an empty line is an error unless allowed and the files of
+one set must have as many lines.
 """
 from __future__ import annotations
 
 import codecs
-from typing import List
+from typing import Dict, List, Sequence
 
 NEWLINES = ("any", "lf")
 
@@ -49,3 +53,27 @@ def read_text_lines(path, newline: str = "any") -> List[str]:
     with open(path, "rb") as f:
         data = f.read()
     return decode_lines(data, str(path), newline)
+
+
+def read_lines(path: str, allow_empty: bool = False) -> List[str]:
+    """Lines of a UTF-8 text file (no newline; LF or CRLF ends a line, a leading byte-order mark
+    is skipped); an empty line, or one that is not UTF-8, raises ``ValueError`` naming file:line."""
+    out = []
+    for i, line in enumerate(read_text_lines(path, newline="lf"), 1):
+        if not allow_empty and not line.strip():
+            raise ValueError(f"{path}:{i}: empty line")
+        out.append(line)
+    if not out:
+        raise ValueError(f"{path}: no lines")
+    return out
+
+
+def read_aligned(paths: Dict[str, str], allow_empty: Sequence[str] = ()) -> Dict[str, List[str]]:
+    """Read several line-aligned files; a line-count mismatch raises naming both files."""
+    data = {k: read_lines(p, allow_empty=k in allow_empty) for k, p in paths.items()}
+    keys = list(data)
+    for k in keys[1:]:
+        if len(data[k]) != len(data[keys[0]]):
+            raise ValueError(f"{paths[k]} has {len(data[k])} lines but {paths[keys[0]]} has "
+                             f"{len(data[keys[0]])}: the files must be line-aligned")
+    return data

@@ -5,7 +5,7 @@ training recovers from it (reliability_harness.py: :func:`fp16_soak`).
 The loss scale starts at 2^16 and doubles after every few overflow-free updates, so overflows
 keep coming back. This test found that on a machine without CUDA the first overflow killed the
 run ("Torch not compiled with CUDA enabled" from fairseq's overflow branch; fixed in
-fairseq_acvi/compat.py: :func:`cpu_fp16_overflow_recovery`).
+fairseq_acvi/fairseq_patches.py: :func:`cpu_fp16_overflow_recovery`).
 """
 import pytest
 

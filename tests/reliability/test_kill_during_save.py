@@ -7,7 +7,7 @@ that every step of fairseq's save is hit on purpose; the full-size runs add kill
 server at random moments of a save. After each kill every ``*.pt`` file left in the save folder
 is loaded weights-only, and the newest complete one is resumed from. This test found that
 fairseq's non-atomic copy to checkpoint_last.pt left a truncated file that stopped the restart
-(fixed in fairseq_acvi/compat.py: :func:`atomic_checkpoint_copies`).
+(fixed in fairseq_acvi/fairseq_patches.py: :func:`atomic_checkpoint_copies`).
 """
 import pytest
 

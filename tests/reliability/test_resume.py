@@ -10,7 +10,7 @@ schedule counters (KL delay / warm-up, VED annealing, MemN2N's linear start); fa
 per-update log lines as well. Fast cases: ACVI translation stopped at the end of an epoch,
 t-MEM-NN stopped inside its second epoch, and --patience; every other variant briefly under
 ``slow``. These tests found three ways in which fairseq resumed differently, fixed in
-fairseq_acvi/compat.py: a run resumed in epoch 2 or later trained on other batches
+fairseq_acvi/fairseq_patches.py: a run resumed in epoch 2 or later trained on other batches
 (:func:`resume_with_the_same_batches`), one resumed from an end-of-epoch checkpoint skipped the
 scheduler's end-of-epoch step (:func:`replay_epoch_end_lr_step`), and --patience forgot its count
 (:func:`keep_patience_across_resumes`).
@@ -37,8 +37,8 @@ def check(res):
 @pytest.mark.parametrize("spec,total,stop", [
     # translation: 6 updates per epoch at --max-tokens 400; the stop is the end of epoch 1 and
     # the run ends inside epoch 2. A resume in a later epoch rebuilt fairseq's batches
-    # (compat.resume_with_the_same_batches); a resume from an end-of-epoch checkpoint skipped the
-    # scheduler's end-of-epoch step (compat.replay_epoch_end_lr_step). The lr warm-up and the
+    # (fairseq_patches.resume_with_the_same_batches); a resume from an end-of-epoch checkpoint skipped the
+    # scheduler's end-of-epoch step (fairseq_patches.replay_epoch_end_lr_step). The lr warm-up and the
     # ACVI KL delay / warm-up are counted in updates.
     ({"kind": "mt", "variant": "acvi"}, 10, 6),
     # bAbI: 54 training questions in batches of 8 = 7 updates per epoch; linear start (softmax
@@ -62,7 +62,7 @@ def test_resume_equals_an_uninterrupted_run(env, tmp_path, spec, total, stop):
 def test_patience_counts_across_a_resume(env, tmp_path):
     """--patience 2 with a learning rate of 0 (every validation loss equal, none better): the
     uninterrupted run stops after epoch 3 (update 18); a run stopped at the end of epoch 1 and
-    resumed must stop there too (it trained to update 24 before compat.keep_patience_across_resumes:
+    resumed must stop there too (it trained to update 24 before fairseq_patches.keep_patience_across_resumes:
     its count of validations without improvement started again from zero)."""
     z, data = env
     spec = {"kind": "mt", "variant": "soft", "schedules": False,
@@ -75,7 +75,7 @@ def test_patience_counts_across_a_resume(env, tmp_path):
 def test_rerunning_a_finished_run_changes_nothing(env, tmp_path):
     """The same command again after the run reached --max-update: nothing is trained (fairseq
     trained one update more and overwrote checkpoint_last.pt before
-    compat.no_update_past_max_update)."""
+    fairseq_patches.no_update_past_max_update)."""
     z, data = env
     argv = H.spec_args({"kind": "mt", "variant": "acvi"}, data) + H.common_args(tmp_path / "ck", 2)
     runs = [z.run([H.job("train", argv, tmp_path / f"run{i}.log",

@@ -1,31 +1,33 @@
-"""Make fairseq checkpoints loadable under torch's weights-only unpickler (torch ≥ 2.6).
+"""The plugin's patches to fairseq's training loop (fairseq-fixed 0.12.3.1), applied on import.
 
-fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` calls ``torch.load`` and, since torch 2.6,
-that refuses any global that is not allow-listed. fairseq checkpoints store an
-``argparse.Namespace`` (legacy ``args``; ``cfg`` is saved as plain containers). We allow-list
-exactly that class: loading a checkpoint still cannot run code,
-and weights-only loading is never switched off.
+Each patch wraps one fairseq function, is idempotent, and is tested (tests/test_fairseq_patches.py,
+tests/reliability/). What each changes and why:
+
+* :func:`keep_remainder_batches` — ``batch_by_size`` drops the last batch when it is not a
+  multiple of ``--required-batch-size-multiple``: training never saw those examples and
+  ``fairseq-generate`` / ``fairseq-validate`` skipped up to 7 test sentences.
+* :func:`resume_with_the_same_batches` — a run resumed in epoch 2 or later trained on other
+  batches than the uninterrupted run.
+* :func:`cheap_cpu_reseeding` — fairseq reseeds torch before every update, and each
+  ``torch.manual_seed`` on a machine without an accelerator captured a stack trace for devices
+  that do not exist (0.3-0.7 ms per update); seeding the default generator alone gives the
+  identical random stream.
+* :func:`atomic_checkpoint_copies` — the later files of a save (``checkpoint_last.pt``, ...)
+  were plain copies over the previous ones, so a kill during a save could leave a truncated
+  ``checkpoint_last.pt``, the file a restarted run loads.
+* :func:`cpu_fp16_overflow_recovery` — an fp16 overflow on a CPU called CUDA and crashed instead
+  of skipping the update.
+* :func:`keep_patience_across_resumes` — ``--patience``'s count lived in no checkpoint and
+  restarted from zero on every resume, so a resumed run could train past where the uninterrupted
+  one stopped.
+* :func:`replay_epoch_end_lr_step` — a resume from an end-of-epoch checkpoint skipped the
+  scheduler's end-of-epoch step.
+* :func:`no_update_past_max_update` — restarting a finished run trained one update past
+  ``--max-update`` and overwrote ``checkpoint_last.pt``.
+
+The checkpoint allow-list of torch's weights-only loading is :mod:`fairseq_acvi.checkpoint_allowlist`.
 """
-import argparse
-
 import torch
-
-#: the only non-tensor class fairseq writes into its checkpoints (the legacy ``args``);
-#: measured with ``torch.serialization.get_unsafe_globals_in_checkpoint`` on fp32 and fp16
-#: checkpoints of every model of the package
-SAFE_GLOBALS = [argparse.Namespace]
-
-
-def allow_fairseq_checkpoints() -> None:
-    """Register the classes above with ``torch.serialization.add_safe_globals`` (idempotent)."""
-    add = getattr(torch.serialization, "add_safe_globals", None)
-    if add is None:  # torch < 2.4 does not load weights-only by default
-        return
-    add(SAFE_GLOBALS)
-
-
-allow_fairseq_checkpoints()
-
 
 def keep_remainder_batches() -> None:
     """Stop fairseq from silently dropping examples when it batches a dataset.

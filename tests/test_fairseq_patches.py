@@ -1,4 +1,5 @@
-"""The plugin's fixes to its environment (fairseq_acvi/compat.py)."""
+"""The plugin's patches to fairseq (fairseq_acvi/fairseq_patches.py) and its checkpoint allow-list
+(fairseq_acvi/checkpoint_allowlist.py)."""
 import argparse
 
 import numpy as np
@@ -43,11 +44,11 @@ def test_cpu_reseeding_gives_torch_manual_seed_stream_without_stack_captures(mon
     import traceback
 
     from fairseq import utils
-    from fairseq_acvi import compat
+    from fairseq_acvi import fairseq_patches as patches
 
     assert getattr(utils.set_torch_seed, "_acvi_cheap_cpu_reseeding", False)
-    monkeypatch.setattr(compat, "_NO_ACCELERATOR", None)
-    if not compat._no_accelerator():
+    monkeypatch.setattr(patches, "_NO_ACCELERATOR", None)
+    if not patches._no_accelerator():
         import pytest
         pytest.skip("an accelerator is present: fairseq's own seeding runs")
     torch.manual_seed(123)
@@ -71,10 +72,10 @@ def test_cpu_reseeding_gives_torch_manual_seed_stream_without_stack_captures(mon
 
 def test_reseeding_defers_to_fairseq_when_an_accelerator_is_present(monkeypatch):
     from fairseq import utils
-    from fairseq_acvi import compat
+    from fairseq_acvi import fairseq_patches as patches
 
     seen = []
-    monkeypatch.setattr(compat, "_NO_ACCELERATOR", False)
+    monkeypatch.setattr(patches, "_NO_ACCELERATOR", False)
     monkeypatch.setattr(torch, "manual_seed", lambda s: seen.append(s))
     utils.set_torch_seed(11)
     assert seen == [11]
@@ -116,10 +117,10 @@ def test_cpu_fp16_overflow_skips_the_update_instead_of_calling_cuda(monkeypatch)
     import pytest
     from fairseq.trainer import Trainer
 
-    from fairseq_acvi import compat
+    from fairseq_acvi import fairseq_patches as patches
 
     assert getattr(Trainer.train_step, "_acvi_cpu_overflow", False)
-    monkeypatch.setattr(compat, "_NO_ACCELERATOR", True)
+    monkeypatch.setattr(patches, "_NO_ACCELERATOR", True)
     seen = []
 
     def fake_step(self, samples, raise_oom=False):
@@ -127,10 +128,10 @@ def test_cpu_fp16_overflow_skips_the_update_instead_of_calling_cuda(monkeypatch)
         raise OverflowError("after the cuda call")
 
     wrapped = Trainer.train_step
-    monkeypatch.setattr(compat, "_no_accelerator", lambda: True)
+    monkeypatch.setattr(patches, "_no_accelerator", lambda: True)
     # re-wrap a stand-in for fairseq's method with the same wrapper
     monkeypatch.setattr(Trainer, "train_step", fake_step)
-    compat.cpu_fp16_overflow_recovery()
+    patches.cpu_fp16_overflow_recovery()
     with pytest.raises(OverflowError):
         Trainer.train_step(object(), [])
     assert seen and seen[0].device.type == "cpu"

@@ -63,9 +63,10 @@ setup(
     python_requires=">=3.9",
     cmdclass=CMDCLASS,
     packages=find_packages(include=["fairseq_acvi", "fairseq_acvi.*"]),
-    # the t-MEM-NN CPU kernel's source, compiled on first use (fairseq_acvi/modules/cpu_kernel.py)
-    # and the presets' hydra configs (fairseq-acvi-hydra-train --config-name multi30k_acvi ...)
-    package_data={"fairseq_acvi": ["csrc/*.cpp", "config/*.yaml"]},
+    # the t-MEM-NN CPU kernel's source, compiled on first use
+    # (fairseq_acvi/modules/student_t/cpu_kernel.py), and the presets' hydra configs
+    # (fairseq-acvi-hydra-train --config-name multi30k_acvi ...)
+    package_data={"fairseq_acvi": ["modules/student_t/*.cpp", "config/*.yaml"]},
     install_requires=[
         # Keep torch loose: install torch first (README), this range must admit it.
         "torch>=2.0",

@@ -35,7 +35,7 @@ from bench_seq2seq import _Task, batch, make_dict  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture  # noqa: E402
-from fairseq_acvi.modules.scorers import SCORERS  # noqa: E402
+from fairseq_acvi.modules.context.scorers import SCORERS  # noqa: E402
 
 
 def configs(heads: int):

@@ -120,7 +120,7 @@ def plain_from_plugin(model) -> PlainMemN2N:
 
 def without_kernel(fn):
     """``fn`` run with the compiled t-MEM-NN CPU kernel switched off (the Python node)."""
-    from fairseq_acvi.modules import cpu_kernel
+    from fairseq_acvi.modules.student_t import cpu_kernel
 
     def run():
         old, cpu_kernel.ENABLED = cpu_kernel.ENABLED, False
@@ -352,7 +352,7 @@ def measure_posterior_step(vocab: int, dim: int = 50, repeats: int = 7, steps: i
     forward and backward, as two autograd nodes (``sample`` then ``divergence``), as the one
     Python node a training forward runs (``sample_with_divergence``) and, for ``polar`` on the CPU, as the
     compiled kernel (``fairseq_acvi/csrc``); medians of interleaved repeats, in ms."""
-    from fairseq_acvi.modules import cpu_kernel
+    from fairseq_acvi.modules.student_t import cpu_kernel
     from fairseq_acvi.modules.student_t import StudentTMatrices
     res = {}
     for sampler in ("polar", "gamma"):

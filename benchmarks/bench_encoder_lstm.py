@@ -1,5 +1,5 @@
 """The bidirectional LSTM encoder on a CPU: PyTorch's packed call against the unpacked
-``bilstm_by_segments`` (modules/segmented_lstm.py), forward + backward, side by side.
+``bilstm_by_segments`` (modules/seq2seq/segmented_lstm.py), forward + backward, side by side.
 
 Shapes (``--shape B,N,E,H,MIN_LEN``, repeatable): the CNN/DM CPU schedule's long phases (16
 articles of up to 400 words, embeddings 128, H 256) and a Multi30K batch (about 270 sentences of
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import timed  # noqa: E402
-from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments, bilstm_packed  # noqa: E402
+from fairseq_acvi.modules.seq2seq.segmented_lstm import bilstm_by_segments, bilstm_packed  # noqa: E402
 
 WAYS = {"packed": bilstm_packed, "segments": bilstm_by_segments}
 

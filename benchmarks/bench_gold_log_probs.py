@@ -6,7 +6,7 @@ ways, timed interleaved in one run (medians), at the shape of the CNN/DM CPU sch
 (16 articles × 50-100 target tokens, See et al.'s 50k vocabulary):
 
   * ``logsumexp``: logit_y − logsumexp(logits), the code before 2026-11-27;
-  * ``log_softmax``: log_softmax(logits)[y] (``fairseq_acvi.modules.copy_generator.gold_vocab_log_probs``).
+  * ``log_softmax``: log_softmax(logits)[y] (``fairseq_acvi.modules.seq2seq.copy_generator.gold_vocab_log_probs``).
 
 Prints seconds per forward + backward of each and the speed ratio, and checks the values and the
 gradients agree.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import timed  # noqa: E402
-from fairseq_acvi.modules.copy_generator import gold_vocab_log_probs  # noqa: E402
+from fairseq_acvi.modules.seq2seq.copy_generator import gold_vocab_log_probs  # noqa: E402
 
 
 def by_logsumexp(logits, y):

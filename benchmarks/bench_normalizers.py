@@ -14,7 +14,7 @@ bisection runs on beam × batch rows.
 Costs per decoder step and row of N source positions: softmax O(N); sparsemax and 1.5-entmax a
 sort, O(N log N) (the ``entmax`` package); csoftmax one sort of N values and cumulative sums,
 csparsemax one sort of the 2N breakpoints and cumulative sums, both O(N log N) and batched over
-rows (fairseq_acvi/modules/constrained.py), plus the bounds' O(N) update. Run on an
+rows (fairseq_acvi/modules/context/constrained.py), plus the bounds' O(N) update. Run on an
 otherwise idle machine for absolute numbers; the ratios are what this script is for.
 """
 import argparse
@@ -33,7 +33,7 @@ from bench_seq2seq import batch, make_dict  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture  # noqa: E402
-from fairseq_acvi.modules.normalizers import CONSTRAINED, NORMALIZERS  # noqa: E402
+from fairseq_acvi.modules.context.normalizers import CONSTRAINED, NORMALIZERS  # noqa: E402
 
 
 class _Task:

@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from fairseq_acvi.models.pointer_generator import (PointerGeneratorModel,
                                                    base_architecture)
-from fairseq_acvi.modules.copy_generator import copy_mixture_log_probs
+from fairseq_acvi.modules.seq2seq.copy_generator import copy_mixture_log_probs
 
 
 class _Task:

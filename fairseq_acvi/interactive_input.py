@@ -2,7 +2,7 @@
 
 fairseq's interactive loop (``fairseq_cli.interactive.buffered_read``) passes every line it reads
 to the model; an empty one becomes a source of only ``</s>``, which the plugin's encoders refuse
-(``modules/lstm_encoder.py``), and the whole session stopped on it. Importing this module (``import
+(``modules/seq2seq/lstm_encoder.py``), and the whole session stopped on it. Importing this module (``import
 fairseq_acvi`` does, and ``fairseq-interactive --user-dir fairseq_acvi`` imports the plugin before its
 loop starts) wraps that reader: an empty (or whitespace-only) line is answered on stderr, "empty
 input: nothing to translate", and skipped; every other line is read exactly as before.

@@ -9,7 +9,7 @@ from fairseq_acvi.mc_prediction.combination import combine_samples
 from fairseq_acvi.mc_prediction.sampling import draw_gaussian
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY, StepOutput, build_context, stack_steps
 from fairseq_acvi.modules.context.acvi import gaussian_kl_to_standard
-from fairseq_acvi.modules.scorers import SCORERS, build_scorer, masked_softmax
+from fairseq_acvi.modules.context.scorers import SCORERS, build_scorer, masked_softmax
 
 
 def _memory(B=3, N=7, d=8, seed=0):

@@ -1,13 +1,13 @@
-"""Constrained softmax / sparsemax (fairseq_acvi/modules/constrained.py, docs/method.md §3.5):
+"""Constrained softmax / sparsemax (fairseq_acvi/modules/context/constrained.py, docs/method.md §3.5):
 against per-row reference solvers written from the definitions, the bounds never exceeded, exact
 zeros, gradients against finite differences, the unconstrained limits, and the cumulative
 attention of the normaliser never passing a word's fertility."""
 import pytest
 import torch
 
-from fairseq_acvi.modules.constrained import csoftmax, csparsemax
-from fairseq_acvi.modules.normalizers import AttentionNormalizer, last_real_position, sparse_normalize
-from fairseq_acvi.modules.scorers import Memory
+from fairseq_acvi.modules.context.constrained import csoftmax, csparsemax
+from fairseq_acvi.modules.context.normalizers import AttentionNormalizer, last_real_position, sparse_normalize
+from fairseq_acvi.modules.context.scorers import Memory
 
 FUNCS = {"csoftmax": csoftmax, "csparsemax": csparsemax}
 

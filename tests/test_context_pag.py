@@ -12,7 +12,7 @@ from fairseq import metrics
 from fairseq_acvi.criterions.elbo import ELBOCriterion
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY, build_context
 from fairseq_acvi.modules.context.pag import DEFAULT_PLAN_HORIZON, plan_softmax
-from fairseq_acvi.modules.scorers import build_scorer, masked_softmax
+from fairseq_acvi.modules.context.scorers import build_scorer, masked_softmax
 from test_learnability import evaluate_reversal, train_reversal
 from test_seq2seq_model import _batch, _dictionary, build_model, decode_incrementally
 from test_translation_cli import (  # noqa: F401  (data_bin: the tiny reversal data set fixture)

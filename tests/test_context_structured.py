@@ -8,8 +8,8 @@ import torch
 
 from fairseq_acvi.modules.context import build_context
 from fairseq_acvi.modules.context.structured import StructuredContext
-from fairseq_acvi.modules.crf import binary_crf
-from fairseq_acvi.modules.scorers import Memory, masked_fill_scores
+from fairseq_acvi.modules.context.crf import binary_crf
+from fairseq_acvi.modules.context.scorers import Memory, masked_fill_scores
 
 
 def brute_force(unary, pad, trans, start, end):

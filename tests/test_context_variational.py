@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from fairseq_acvi.modules.context import build_context, stack_steps
 from fairseq_acvi.modules.context.variational import VariationalContext, categorical_kl
-from fairseq_acvi.modules.scorers import Memory, masked_fill_scores
+from fairseq_acvi.modules.context.scorers import Memory, masked_fill_scores
 
 B, N, D, E, T, V = 3, 6, 8, 5, 4, 7
 

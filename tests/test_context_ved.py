@@ -8,7 +8,7 @@ import torch
 
 from fairseq_acvi.modules.context import build_context
 from fairseq_acvi.modules.context.ved import VEDContext
-from fairseq_acvi.modules.scorers import Memory, masked_fill_scores
+from fairseq_acvi.modules.context.scorers import Memory, masked_fill_scores
 
 B, N, D, H, Z = 3, 6, 8, 10, 5
 

@@ -1,4 +1,4 @@
-"""The compiled t-MEM-NN CPU kernel (fairseq_acvi/csrc/posterior_step.cpp) against the Python node.
+"""The compiled t-MEM-NN CPU kernel (fairseq_acvi/modules/student_t/posterior_step.cpp) against the Python node.
 
 The kernel draws its own uniforms (counter-based, seeded from torch's generator);
 ``cpu_kernel.uniforms`` returns them, so the Python reference (:class:`_PosteriorStep`, itself
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_acvi.modules import cpu_kernel
+from fairseq_acvi.modules.student_t import cpu_kernel
 from fairseq_acvi.modules import student_t as st
 
 

@@ -9,8 +9,8 @@ import torch
 
 from fairseq_acvi.models.lstm_seq2seq import ACVILSTMModel, base_architecture
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
-from fairseq_acvi.modules.decoder_past import DecoderPastAttention
-from fairseq_acvi.modules.scorers import SCORERS
+from fairseq_acvi.modules.seq2seq.decoder_past import DecoderPastAttention
+from fairseq_acvi.modules.context.scorers import SCORERS
 from test_seq2seq_model import _Task, _batch, _dictionary, decode_incrementally, incremental_and_full  # noqa: F401
 from test_seq2seq_model import build_model as _build_model
 

@@ -10,7 +10,7 @@ from fairseq.sequence_generator import SequenceGenerator
 
 import test_seq2seq_model as s2s_tests
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
-from fairseq_acvi.modules.mc_dropout import wrap_mc_dropout
+from fairseq_acvi.modules.seq2seq.mc_dropout import wrap_mc_dropout
 from fairseq_acvi.mc_prediction.combination import average_members, combine_samples
 from fairseq_acvi.mc_prediction.uncertainty import (EXPECTED_ENTROPY, MEMBERS_MUTUAL_INFORMATION,
                                               MUTUAL_INFORMATION, combine_members, decompose)

@@ -1,4 +1,4 @@
-"""Monte-Carlo dropout at generation (fairseq_acvi/modules/mc_dropout.py; docs/uncertainty.md §6).
+"""Monte-Carlo dropout at generation (fairseq_acvi/modules/seq2seq/mc_dropout.py; docs/uncertainty.md §6).
 
 K dropout chains per model, averaged in probability space; the masks are drawn per step, shared
 by the beam rows of a sentence and different between chains; every dropout probability 0 gives
@@ -15,8 +15,8 @@ import test_pointer_generator as pg_tests
 import test_seq2seq_model as s2s_tests
 import test_video_captioner as cap_tests
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
-from fairseq_acvi.modules import mc_dropout
-from fairseq_acvi.modules.mc_dropout import SharedDropoutMasks, fold, wrap_mc_dropout
+from fairseq_acvi.modules.seq2seq import mc_dropout
+from fairseq_acvi.modules.seq2seq.mc_dropout import SharedDropoutMasks, fold, wrap_mc_dropout
 from fairseq_acvi.mc_prediction.uncertainty import (EXPECTED_ENTROPY, MEMBERS_MUTUAL_INFORMATION,
                                               MUTUAL_INFORMATION, decompose)
 

@@ -1,4 +1,4 @@
-"""--attention-normalizer (fairseq_acvi/modules/normalizers.py, docs/method.md §3.5): every
+"""--attention-normalizer (fairseq_acvi/modules/context/normalizers.py, docs/method.md §3.5): every
 normaliser gives a distribution with exact zeros at padding (also when all the mass falls on one
 position), sparsemax / 1.5-entmax gradients against finite differences, float32 under fp16; in
 the models (translation LSTM, pointer-generator, captioner; soft, acvi, ved): incremental decoding
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from fairseq_acvi.modules.context import check_options_apply
-from fairseq_acvi.modules.normalizers import (NORMALIZERS, AttentionNormalizer, sparse_normalize)
-from fairseq_acvi.modules.scorers import Memory, masked_softmax
+from fairseq_acvi.modules.context.normalizers import (NORMALIZERS, AttentionNormalizer, sparse_normalize)
+from fairseq_acvi.modules.context.scorers import Memory, masked_softmax
 from test_seq2seq_model import _batch, build_model, decode_incrementally, incremental_and_full
 from test_translation_cli import check_finite_losses, generate, reversal_bin, train
 

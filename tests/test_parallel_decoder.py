@@ -10,8 +10,8 @@ from test_seq2seq_model import _batch, build_model, incremental_and_full
 from test_translation_cli import check_finite_losses, generate, logged, reversal_bin, train
 
 from fairseq_acvi.models.seq2seq_base import seq2seq_defaults
-from fairseq_acvi.modules import scorers
-from fairseq_acvi.modules.scorers import SCORERS
+from fairseq_acvi.modules.context import scorers
+from fairseq_acvi.modules.context.scorers import SCORERS
 
 PARALLEL = ["none", "soft", "acvi", "structured", "variational", "ved"]
 #: (variant, options) pairs covering what the parallel path computes differently from the loop

@@ -8,7 +8,7 @@ from fairseq.data import Dictionary
 
 from fairseq_acvi.models.pointer_generator import PointerGeneratorModel, base_architecture
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
-from fairseq_acvi.modules.copy_generator import EPS, copy_mixture_log_probs
+from fairseq_acvi.modules.seq2seq.copy_generator import EPS, copy_mixture_log_probs
 
 VARIANTS = sorted(set(CONTEXT_REGISTRY) - {"none"})   # an attention model
 # every variant, plus the non-default modes of variational attention
@@ -454,7 +454,7 @@ def test_models_say_what_a_forward_needs_from_the_gold_target():
 
 # -- scoring the gold tokens only (training and validation through the elbo criterion) --------------
 def test_target_only_mixture_equals_the_gathered_full_mixture():
-    from fairseq_acvi.modules.copy_generator import copy_mixture_target_log_probs
+    from fairseq_acvi.modules.seq2seq.copy_generator import copy_mixture_target_log_probs
     g = torch.Generator().manual_seed(3)
     B, T, S, N, n_real, V = 2, 4, 3, 5, 9, 14
     logits = torch.randn(B, T, S, n_real, generator=g, dtype=torch.float64).requires_grad_()
@@ -478,7 +478,7 @@ def test_gold_vocab_log_probs_is_the_log_softmax_at_the_gold_id_with_broadcastin
     gradients, float64 out of float64 and float32 out of float16 logits; logits (B, T, 1, n)
     broadcast against ids (B, T, S) as the K samples of ACVI do, and ids (B, T, 1) against logits
     (B, T, S, n)."""
-    from fairseq_acvi.modules.copy_generator import gold_vocab_log_probs
+    from fairseq_acvi.modules.seq2seq.copy_generator import gold_vocab_log_probs
     g = torch.Generator().manual_seed(5)
     B, T, S, n = 2, 3, 4, 11
     for l_shape, y_shape in (((B, T, 1, n), (B, T, S)), ((B, T, S, n), (B, T, 1))):

@@ -1,9 +1,9 @@
-"""modules/segmented_lstm.py: the unpacked bidirectional LSTM equals PyTorch's packed one."""
+"""modules/seq2seq/segmented_lstm.py: the unpacked bidirectional LSTM equals PyTorch's packed one."""
 import pytest
 import torch
 import torch.nn as nn
 
-from fairseq_acvi.modules.segmented_lstm import (bilstm_by_segments, bilstm_packed, reverse_index,
+from fairseq_acvi.modules.seq2seq.segmented_lstm import (bilstm_by_segments, bilstm_packed, reverse_index,
                                                  reverse_within)
 
 packed_reference = bilstm_packed     # PyTorch's packed call: the reference
@@ -66,8 +66,8 @@ def test_bad_lengths_and_unsupported_lstms_are_refused():
 @pytest.mark.parametrize("min_length", [1, 1000], ids=["unpacked", "packed"])
 def test_the_encoder_matches_the_packed_lstm_on_either_path(monkeypatch, min_length):
     from fairseq.data import Dictionary
-    from fairseq_acvi.modules import lstm_encoder
-    from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
+    from fairseq_acvi.modules.seq2seq import lstm_encoder
+    from fairseq_acvi.modules.seq2seq.lstm_encoder import BiLSTMEncoder
     calls = []
     monkeypatch.setattr(lstm_encoder, "UNPACKED_MIN_LENGTH", min_length)
     monkeypatch.setattr(lstm_encoder, "bilstm_by_segments",

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from fairseq_acvi.modules.context import CONTEXT_REGISTRY
-from fairseq_acvi.modules.scorers import SCORERS
-from fairseq_acvi.modules.self_attention import SelfAttentionBlock
+from fairseq_acvi.modules.context.scorers import SCORERS
+from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 from test_decoder_past import build_model
 from test_seq2seq_model import _batch, decode_incrementally, incremental_and_full
 from test_seq2seq_model import build_model as _build_model

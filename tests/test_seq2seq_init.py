@@ -1,4 +1,4 @@
-"""Initialisation of the seq2seq models (modules/init.py) and the Multi30K preset's size."""
+"""Initialisation of the seq2seq models (modules/seq2seq/init.py) and the Multi30K preset's size."""
 import argparse
 
 import pytest

@@ -47,7 +47,7 @@ import torch
 from fairseq_acvi.metrics.calibration import (auroc, bootstrap_interval,
                                               expected_calibration_error, rank_correlation,
                                               reliability_bins, stratified_auroc)
-from fairseq_acvi.modules.mc_dropout import check_members, check_rate, wrap_mc_dropout
+from fairseq_acvi.modules.seq2seq.mc_dropout import check_members, check_rate, wrap_mc_dropout
 from fairseq_acvi.mc_prediction.combination import average_members
 from fairseq_acvi.mc_prediction.uncertainty import (ENTROPY, EXPECTED_ENTROPY,
                                               MEMBERS_MUTUAL_INFORMATION, MUTUAL_INFORMATION,

@@ -33,7 +33,7 @@ changed at all. With it, two things are hooked for the duration of the run:
       US-<id>   mean_mi=… max_mi=… entropy=… logprob=…
 
 Monte-Carlo dropout (``--mc-dropout K``, optionally ``--mc-dropout-rate P``; docs/uncertainty.md
-§6): every model is wrapped by :func:`fairseq_acvi.modules.mc_dropout.wrap_mc_dropout` before
+§6): every model is wrapped by :func:`fairseq_acvi.modules.seq2seq.mc_dropout.wrap_mc_dropout` before
 the generator is built: K dropout chains, averaged in probability space at every step, their masks
 shared by the beam rows of a sentence. These are options of this command, beside
 ``--print-uncertainty``, and not model options: they change how a trained model is evaluated, not
@@ -57,7 +57,7 @@ from fairseq import options
 from fairseq_acvi.cli import with_user_dir
 from fairseq_acvi.generation.sentence_scores import SCORES
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
-from fairseq_acvi.modules.mc_dropout import (check_members, check_rate, set_rows_per_sentence,
+from fairseq_acvi.modules.seq2seq.mc_dropout import (check_members, check_rate, set_rows_per_sentence,
                                              wrap_mc_dropout)
 from fairseq_acvi.mc_prediction.uncertainty import ENTROPY, MUTUAL_INFORMATION
 

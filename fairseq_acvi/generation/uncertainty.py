@@ -21,7 +21,7 @@ every member decoder's log p̄_m and its own uncertainty row, combines them
 members × context samples, and the members' part I_members) and keeps the (B·beam, t, 4) path,
 reordered with the beam, which the finalised hypotheses read as above. A hypothesis of a
 prediction that averages members (an ensemble, or MC dropout's chains,
-modules/mc_dropout.py) also gets ``hypo["members_mi"]`` (len(tokens),).
+modules/seq2seq/mc_dropout.py) also gets ``hypo["members_mi"]`` (len(tokens),).
 
 Every hypothesis also gets ``hypo["sentence_uncertainty"]``, its sentence-level scores in nats
 (:func:`fairseq_acvi.generation.sentence_scores.sentence_scores`).
@@ -35,8 +35,8 @@ from torch import Tensor
 
 from fairseq_acvi.generation.sentence_scores import sentence_scores
 from fairseq_acvi.mc_prediction import uncertainty as unc
-from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
-from fairseq_acvi.modules.mc_dropout import MCDropoutDecoder, set_rows_per_sentence
+from fairseq_acvi.modules.seq2seq.context_decoder import ContextLSTMDecoder
+from fairseq_acvi.modules.seq2seq.mc_dropout import MCDropoutDecoder, set_rows_per_sentence
 from fairseq_acvi.mc_prediction.combination import average_members
 
 #: the decoders whose uncertainty a hypothesis can report

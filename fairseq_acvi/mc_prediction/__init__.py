@@ -4,8 +4,8 @@
 A stochastic context gives, per target step, S contexts — ACVI's K samples, variational
 attention's N source positions — and the output layer turns each into a distribution over the
 words. Everything that makes one prediction of them lives here, used by the LSTM decoder
-(modules/context_decoder.py), the transformer (models/acvi_transformer.py), MC dropout
-(modules/mc_dropout.py), ensembles (generation/uncertainty.py) and the memory networks:
+(modules/seq2seq/context_decoder.py), the transformer (models/acvi_transformer.py), MC dropout
+(modules/seq2seq/mc_dropout.py), ensembles (generation/uncertainty.py) and the memory networks:
 
 * :mod:`~fairseq_acvi.mc_prediction.sampling` — how the K Gaussian samples are drawn (iid or
   antithetic, ``--mc-sampling``);

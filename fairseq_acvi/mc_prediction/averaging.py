@@ -11,7 +11,7 @@ weighting is recomputed in the backward pass, so that memory holds the (B, T, V)
 not S chunks' activations.
 
 Every function takes the output layer as a callable over a chunk of contexts, so that the LSTM
-decoder (modules/context_decoder.py) and the transformer (models/acvi_transformer.py) share them:
+decoder (modules/seq2seq/context_decoder.py) and the transformer (models/acvi_transformer.py) share them:
 
     log_probs(i, j) -> (B, T, j − i, V) float32     the contexts i .. j − 1 of the S
 
@@ -138,7 +138,7 @@ def average_in_probability_space(share: Callable[[int, int, Tensor], tuple],
                                  finish: Callable[[tuple], Tensor], samples: Tensor,
                                  n_logits: int, log_weights: Optional[Tensor]) -> Tensor:
     """The "prob" combination formed by an output layer in probability space (the copy mixture,
-    :attr:`~fairseq_acvi.modules.output_layers.OutputLayer.averages_in_probability_space`) for the
+    :attr:`~fairseq_acvi.modules.seq2seq.output_layers.OutputLayer.averages_in_probability_space`) for the
     contexts ``samples`` (B, T, S, ·): ``share(i, j, w)`` gives the layer's partial sums for
     contexts i .. j − 1 with their weights w (B, T, j − i); they are summed over the chunks and
     ``finish`` takes the one log. Used without autograd (decoding)."""

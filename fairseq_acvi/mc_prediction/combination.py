@@ -13,7 +13,7 @@ samples, for decoders that push the S contexts through the output layer a chunk 
 LSTM decoder, the transformer), so that memory holds one (..., V) running sum.
 
 :func:`average_members` is the "prob" combination of M equally weighted *members* (the chains of
-MC dropout, modules/mc_dropout.py; docs/uncertainty.md §6), written so that M identical members
+MC dropout, modules/seq2seq/mc_dropout.py; docs/uncertainty.md §6), written so that M identical members
 give back their distribution bit for bit.
 """
 from typing import Optional

@@ -10,7 +10,7 @@ and ``acvi_lstm_multi30k``, sized for a CPU: the same with one layer each and dr
 configuration chosen on Multi30K validation (``VALIDATED_CHOICE``, modules/context/acvi.py:
 β = 1e-4, KL off for 234 updates, then a 117-update warm-up, annotations normalised before μ and
 σ², antithetic evaluation samples). Every parameter starts from U(−0.1, 0.1)
-(``--init-scale``, modules/init.py). Train with ``--task translation --criterion elbo
+(``--init-scale``, modules/seq2seq/init.py). Train with ``--task translation --criterion elbo
 --context-inference {none,soft,acvi,structured,variational,ved,pag,rpag}``.
 
 Planning attention (docs/method.md §3.4, seed 001), BPE source and character target
@@ -27,7 +27,7 @@ from fairseq.models.lstm import Embedding
 
 from fairseq_acvi.models.seq2seq_base import ContextSeq2SeqModel, seq2seq_defaults
 from fairseq_acvi.modules.context.acvi import PAPERS_CHOICE
-from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
+from fairseq_acvi.modules.seq2seq.lstm_encoder import BiLSTMEncoder
 
 
 @register_model("acvi_lstm")

@@ -5,13 +5,13 @@ coverage) is the one of every seq2seq model (models/seq2seq_base.py); this model
 
 * the **embeddings**: one table shared by encoder and decoder (joined dictionary with the OOV
   position markers ``<unk-j>``); marker ids are embedded as ``<unk>`` (``MarkerEmbedding``,
-  modules/embeddings.py);
-* the **output layer** (``CopyOutput``, modules/output_layers.py): for every context c (the
+  modules/seq2seq/embeddings.py);
+* the **output layer** (``CopyOutput``, modules/seq2seq/output_layers.py): for every context c (the
   mean, or each Monte-Carlo sample)
       P_vocab = softmax(V' tanh(V [s_t; c] + b) + b')   over the real ids only (markers: 0)
       p_gen   = σ(w_cᵀ c + w_sᵀ s_t + w_xᵀ x_t + b_ptr)
       P(w)    = p_gen P_vocab(w) + (1 − p_gen) Σ_{i: x_i = w} a_ti              (float32)
-  (``fairseq_acvi.modules.copy_generator``). With ACVI the K samples are averaged in probability
+  (``fairseq_acvi.modules.seq2seq.copy_generator``). With ACVI the K samples are averaged in probability
   space *after* mixing (docs/method.md §2.2: p_gen depends on c_t, so each sample has its own p_gen).
 * **coverage** (``--coverage``): the decoder is always built with the coverage weight w_k of the
   additive scorer, so the parameter set is the same with and without coverage (a checkpoint of
@@ -32,7 +32,7 @@ computes depends on which source position holds which marker. **Decisions:**
     not load into the copy model or back; nothing unused for ``--ddp-backend`` to trip on);
   - the distribution the decoder returns (beam search, ``get_normalized_probs``) has
     log P = −inf at the markers, so a marker can never be decoded (``restore_oov`` would turn it
-    into a copied word). The per-sample output (:class:`~fairseq_acvi.modules.output_layers.
+    into a copied word). The per-sample output (:class:`~fairseq_acvi.modules.seq2seq.output_layers.
     VocabularyOnlyOutput`) writes the copy mixture's floor log ε (ε = 1e-10,
     ``copy_generator.EPS``) there instead, so that combining samples never meets −inf
     (Σ_s w_s lp_s with a zero weight w_s would give NaN); −inf is put in after the combination
@@ -65,9 +65,9 @@ from fairseq.models import register_model, register_model_architecture
 
 from fairseq_acvi.data.oov_markers import marker_id_range
 from fairseq_acvi.models.seq2seq_base import ContextSeq2SeqModel, add_seq2seq_args, seq2seq_defaults
-from fairseq_acvi.modules.embeddings import MarkerEmbedding
-from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
-from fairseq_acvi.modules.output_layers import CopyOutput, VocabularyOnlyOutput
+from fairseq_acvi.modules.seq2seq.embeddings import MarkerEmbedding
+from fairseq_acvi.modules.seq2seq.lstm_encoder import BiLSTMEncoder
+from fairseq_acvi.modules.seq2seq.output_layers import CopyOutput, VocabularyOnlyOutput
 
 
 @register_model("acvi_pointer_generator")

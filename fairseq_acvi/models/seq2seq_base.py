@@ -2,28 +2,28 @@
 
 Every seq2seq model — translation (``acvi_lstm``, models/lstm_seq2seq.py), the pointer-generator
 (``acvi_pointer_generator``) and the video captioner (``acvi_video_captioner``) — is an encoder
-and one :class:`~fairseq_acvi.modules.context_decoder.ContextLSTMDecoder` with pluggable context
+and one :class:`~fairseq_acvi.modules.seq2seq.context_decoder.ContextLSTMDecoder` with pluggable context
 inference. :class:`ContextSeq2SeqModel` builds them the same way; a model overrides the hooks
 where it differs::
 
     fill_defaults(args)                        its base architecture's defaults (unset options)
     build_encoder(args, task)                  -> encoder with .output_units (annotation size)
     build_target_embedding(args, task, enc)    -> the decoder's token embedding
-    build_output_layer(args, task, emb, d_c)   -> the OutputLayer (modules/output_layers.py)
+    build_output_layer(args, task, emb, d_c)   -> the OutputLayer (modules/seq2seq/output_layers.py)
     decoder_options(args)                      -> extra ContextLSTMDecoder arguments (coverage)
 
 and :meth:`ContextSeq2SeqModel.build_model` puts them together, hands the encoder the
 evaluation-only ``--context-ablation`` and initialises every parameter (``--init-scale``,
-modules/init.py). A new context-inference variant needs none of this (modules/context/); a new
+modules/seq2seq/init.py). A new context-inference variant needs none of this (modules/context/); a new
 seq2seq model is a subclass with its hooks and ``@register_model``.
 
 Seed 003's configurations (docs/method.md §3.6), options of every model here, off by default
 (old checkpoints, which lack them, load as trained): ``--attend-decoder-past`` (ii), the decoder
-also attends over its own earlier outputs (modules/decoder_past.py), and
+also attends over its own earlier outputs (modules/seq2seq/decoder_past.py), and
 ``--self-attention-heads H`` (iii), multi-head self-attention over the encoder's annotations
 (added to the encoder by :meth:`ContextSeq2SeqModel.build_model`, so every encoder built on
-:class:`~fairseq_acvi.modules.lstm_encoder.BiLSTMEncoder` has it) and causal self-attention over
-the decoder's states (modules/context_decoder.py). Seed 003's Table 1 row "attn on encoder and
+:class:`~fairseq_acvi.modules.seq2seq.lstm_encoder.BiLSTMEncoder` has it) and causal self-attention over
+the decoder's states (modules/seq2seq/context_decoder.py). Seed 003's Table 1 row "attn on encoder and
 decoder + self-attention" is both options together.
 
 Defaults: each option has one default — a model option in :data:`SEQ2SEQ_DEFAULTS`, a
@@ -39,12 +39,12 @@ from fairseq.models.lstm import Embedding
 from fairseq_acvi.modules.context import (add_context_args, check_options_apply,
                                           check_sample_count, fill_context_defaults,
                                           keep_predating_values)
-from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
-from fairseq_acvi.modules.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
-from fairseq_acvi.modules.lstm_encoder import ABLATIONS
-from fairseq_acvi.modules.output_layers import OutputLayer, VocabularyOutput
-from fairseq_acvi.modules.scorers import SCORERS
-from fairseq_acvi.modules.self_attention import check_heads
+from fairseq_acvi.modules.seq2seq.context_decoder import ContextLSTMDecoder
+from fairseq_acvi.modules.seq2seq.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
+from fairseq_acvi.modules.seq2seq.lstm_encoder import ABLATIONS
+from fairseq_acvi.modules.seq2seq.output_layers import OutputLayer, VocabularyOutput
+from fairseq_acvi.modules.context.scorers import SCORERS
+from fairseq_acvi.modules.seq2seq.self_attention import check_heads
 
 #: the package-wide default of every seq2seq model option (a model's base architecture overrides
 #: some); the context-inference options' defaults are the variants' own (``DEFAULTS`` in

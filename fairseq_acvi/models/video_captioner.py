@@ -42,7 +42,7 @@ from fairseq.models import register_model, register_model_architecture
 from torch import Tensor
 
 from fairseq_acvi.models.seq2seq_base import ContextSeq2SeqModel, add_seq2seq_args, seq2seq_defaults
-from fairseq_acvi.modules.lstm_encoder import BiLSTMEncoder
+from fairseq_acvi.modules.seq2seq.lstm_encoder import BiLSTMEncoder
 
 
 class FeatureBiLSTMEncoder(BiLSTMEncoder):

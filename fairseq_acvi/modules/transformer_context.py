@@ -48,7 +48,7 @@ from torch import Tensor
 from fairseq_acvi.mc_prediction.sampling import draw_gaussian
 from fairseq_acvi.modules.context import build_context
 from fairseq_acvi.modules.context.acvi import ACVIContext
-from fairseq_acvi.modules.normalizers import sparse_normalize
+from fairseq_acvi.modules.context.normalizers import sparse_normalize
 
 #: the variants the transformer adapter supports (the others need a recurrent decoder state
 #: (pag), the whole target (variational), a sentence latent fed to the input (ved) or a CRF

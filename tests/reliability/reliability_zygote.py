@@ -413,7 +413,7 @@ def main() -> None:
     import fairseq_cli.interactive  # noqa: F401
     import fairseq_cli.preprocess  # noqa: F401
     import fairseq_cli.validate  # noqa: F401
-    from fairseq_acvi.modules import cpu_kernel
+    from fairseq_acvi.modules.student_t import cpu_kernel
     cpu_kernel.load()  # compile / load t-MEM-NN's kernel once, not in every child
     _warm_up()
     proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")

@@ -145,7 +145,7 @@ class ACVIContext(ContextInference):
 
     def reset_method_parameters(self):
         """The log σ² output bias starts at ``--acvi-logvar-init`` (kept by the model's uniform
-        initialisation, modules/init.py)."""
+        initialisation, modules/seq2seq/init.py)."""
         nn.init.constant_(self.logvar_net[-1].bias, self.logvar_init)
 
     @staticmethod

@@ -52,8 +52,8 @@ from torch import Tensor
 
 from fairseq_acvi.mc_prediction.combination import MC_COMBINE_CHOICES
 from fairseq_acvi.mc_prediction.sampling import MC_SAMPLING_CHOICES
-from fairseq_acvi.modules import normalizers
-from fairseq_acvi.modules.scorers import Memory, Scorer, build_scorer
+from fairseq_acvi.modules.context import normalizers
+from fairseq_acvi.modules.context.scorers import Memory, Scorer, build_scorer
 
 CONTEXT_REGISTRY: Dict[str, type] = {}
 
@@ -241,7 +241,7 @@ class ContextInference(nn.Module):
                   state: Optional[Dict[str, Tensor]] = None):
         """The step's attention weights under ``--attention-normalizer``: scores (B, N) (−inf at
         padding) -> (a_t (B, N) float32, exactly 0 at padding; the normaliser's next state, {}
-        unless constrained). softmax is :func:`~fairseq_acvi.modules.scorers.masked_softmax`."""
+        unless constrained). softmax is :func:`~fairseq_acvi.modules.context.scorers.masked_softmax`."""
         return self.normalizer(scores, mem, prepared, state)
 
     # -- once per decoder step -------------------------------------------------------------------

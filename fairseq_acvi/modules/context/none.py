@@ -4,11 +4,11 @@ c_t ∈ ℝ⁰ (B, 0): the decoder is otherwise unchanged — the attentional hi
 tanh(W_c [s_t ; c_t]) = tanh(W_c s_t) is fed to the next step and read by the output layer — so
 comparing ``none`` with ``soft`` removes exactly the attention. The encoder still initialises the
 decoder (its final states); its annotations are never read. The scorer has no parameters
-(:class:`fairseq_acvi.modules.scorers.NoScorer`) and no attention weights are reported
+(:class:`fairseq_acvi.modules.context.scorers.NoScorer`) and no attention weights are reported
 (``attn`` None); coverage, which is built on attention weights, is refused.
 """
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
-from fairseq_acvi.modules.scorers import NoScorer
+from fairseq_acvi.modules.context.scorers import NoScorer
 
 
 @register_context("none")

@@ -78,7 +78,7 @@ from torch import Tensor
 
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
 from fairseq_acvi.modules.context.soft import attend
-from fairseq_acvi.modules.scorers import Memory, masked_softmax
+from fairseq_acvi.modules.context.scorers import Memory, masked_softmax
 
 #: default plan horizon k: 10, as we read the published paper's set-up (the experiment section
 #: of seed 001's stored text is cut short and does not give it)

@@ -5,7 +5,7 @@ positions are "selected" (z_ti = 1). Potentials: unary e_ti for state 1 and 0 fo
 the scorer's attention scores), a learned 2×2 transition matrix and learned start/end scores
 (all initialised to 0, where the chain factorises and p(z_ti = 1) = sigmoid(e_ti)). The node
 marginals p_ti = p(z_ti = 1) come from the log-space forward-backward of
-:func:`fairseq_acvi.modules.crf.binary_crf` (parallel scan, no loop over batch or positions) and
+:func:`fairseq_acvi.modules.context.crf.binary_crf` (parallel scan, no loop over batch or positions) and
 
     c_t = λ · Σ_i p_ti h_i / Σ_i p_ti,       attn_t = p_t / Σ_i p_ti,
 
@@ -19,7 +19,7 @@ import torch.nn as nn
 
 from fairseq_acvi.modules.context.base import ContextInference, StepOutput, register_context
 from fairseq_acvi.modules.context.soft import attend
-from fairseq_acvi.modules.crf import binary_crf
+from fairseq_acvi.modules.context.crf import binary_crf
 from fairseq_acvi.modules.precision import at_least_float32
 
 

@@ -38,7 +38,7 @@ Three forms of the divergence (``--t-divergence``):
 The package, one job per file: :mod:`.distribution` (the density's constants, Ψ, the
 parameterisation of σ and ν), :mod:`.samplers` (the escort draws), :mod:`.divergence` (the three
 forms of D_t), :mod:`.fused` (the autograd nodes of a training step, the Python twin of the
-compiled CPU kernel in fairseq_acvi/modules/cpu_kernel.py) and :mod:`.posterior`
+compiled CPU kernel in fairseq_acvi/modules/student_t/cpu_kernel.py) and :mod:`.posterior`
 (:class:`StudentTMatrices`, the module the t-MEM-NN model holds).
 """
 from fairseq_acvi.modules.student_t.distribution import (  # noqa: F401

@@ -1,6 +1,6 @@
 """The autograd nodes of a training step (docs/method.md §4.2): the posterior draw, the (D 56)
 divergence, and both in one node (:class:`_PosteriorStep`), the Python twin of the compiled CPU
-kernel (fairseq_acvi/modules/cpu_kernel.py, fairseq_acvi/csrc/posterior_step.cpp)."""
+kernel (fairseq_acvi/modules/student_t/cpu_kernel.py, fairseq_acvi/modules/student_t/posterior_step.cpp)."""
 from __future__ import annotations
 
 import math

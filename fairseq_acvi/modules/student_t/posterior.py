@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_acvi.modules import cpu_kernel
+from fairseq_acvi.modules.student_t import cpu_kernel
 from fairseq_acvi.modules.student_t.distribution import SAMPLERS, _nu_from, _nu_values, _sigma_from
 from fairseq_acvi.modules.student_t.divergence import t_divergence
 from fairseq_acvi.modules.student_t.fused import _PosteriorDraw, _PosteriorStep, _SeedDivergence
@@ -43,7 +43,7 @@ class StudentTMatrices(nn.Module):
     (:class:`_PosteriorDraw`, :class:`_SeedDivergence`), and a training step's draw and
     divergence as one node (:meth:`sample_with_divergence`, :class:`_PosteriorStep`); ``exact`` uses
     the generic path. For float32 CPU parameters and the ``polar`` sampler, every single draw
-    (s None) runs in the compiled kernel of :mod:`~fairseq_acvi.modules.cpu_kernel` instead of
+    (s None) runs in the compiled kernel of :mod:`~fairseq_acvi.modules.student_t.cpu_kernel` instead of
     :class:`_PosteriorStep` / :class:`_PosteriorDraw` (same maths, its own noise generator).
     ``sampler`` (``polar`` | ``gamma``) picks the escort construction (module docstring); it
     can be changed on a built module (``set_sampler``), e.g. to evaluate a checkpoint.
@@ -128,7 +128,7 @@ class StudentTMatrices(nn.Module):
         For ``seed`` and ``tied`` the draw and the divergence are one autograd node (faster; the
         same draw as :meth:`sample` for the same seed, and the same value and gradients as
         ``weight * divergence(prior_dof, mode)``): the compiled CPU kernel
-        (:mod:`~fairseq_acvi.modules.cpu_kernel`) for float32 CPU parameters and the ``polar``
+        (:mod:`~fairseq_acvi.modules.student_t.cpu_kernel`) for float32 CPU parameters and the ``polar``
         sampler, else :class:`_PosteriorStep`. ``exact`` has no fused form: a draw, then
         :meth:`divergence`.
         """

@@ -13,7 +13,7 @@ Output (a dict, so fairseq's beam search can reorder it)::
 Seed 003's configuration (iii) (``--self-attention-heads H``, docs/method.md §3.6; off by default,
 and then nothing is built): :meth:`BiLSTMEncoder.add_self_attention` adds a bidirectional,
 padding-masked multi-head self-attention block over the annotations, h̃ = LayerNorm(h +
-MultiHead(h, h, h)) (:mod:`fairseq_acvi.modules.self_attention`), and ``encoder_out`` holds h̃:
+MultiHead(h, h, h)) (:mod:`fairseq_acvi.modules.seq2seq.self_attention`), and ``encoder_out`` holds h̃:
 every context inference and scorer of the decoder attends over the self-attended annotations.
 The final states (the decoder's initial state) are the LSTM's, as without it. Every model built
 on this encoder (translation, pointer-generator, captioner) gets it from
@@ -32,8 +32,8 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
-from fairseq_acvi.modules.segmented_lstm import bilstm_by_segments, bilstm_packed
-from fairseq_acvi.modules.self_attention import SelfAttentionBlock
+from fairseq_acvi.modules.seq2seq.segmented_lstm import bilstm_by_segments, bilstm_packed
+from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 
 #: on a CPU, batches whose longest source has at least this many positions run the LSTM unpacked
 #: (``bilstm_by_segments``): measured 2026-11-27 (benchmarks/bench_encoder_lstm.py), unpacked is
@@ -90,7 +90,7 @@ class BiLSTMEncoder(FairseqEncoder):
             raise ValueError("empty source sequence in the batch: every source needs ≥ 1 token")
         x = F.dropout(x, p=self.dropout_in, training=self.training)
         # on a CPU, long sources without packing: PyTorch's packed CPU backward is quadratic in
-        # the length (modules/segmented_lstm.py)
+        # the length (modules/seq2seq/segmented_lstm.py)
         unpacked = x.device.type == "cpu" and x.size(1) >= UNPACKED_MIN_LENGTH
         h, h_n, c_n = (bilstm_by_segments if unpacked else bilstm_packed)(self.lstm, x, lengths)
         h = F.dropout(h, p=self.dropout_out, training=self.training)

@@ -62,7 +62,7 @@ class SelfAttentionBlock(nn.Module):
 
     def reset_method_parameters(self):
         """The layer norm starts as the identity map (gain 1, bias 0), as in Vaswani et al.; the
-        projections keep the package's U(−s, s) (modules/init.py)."""
+        projections keep the package's U(−s, s) (modules/seq2seq/init.py)."""
         nn.init.ones_(self.norm.weight)
         nn.init.zeros_(self.norm.bias)
 

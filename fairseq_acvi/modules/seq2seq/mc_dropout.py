@@ -46,7 +46,7 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from fairseq_acvi.mc_prediction import uncertainty as unc
-from fairseq_acvi.modules.context_decoder import ContextLSTMDecoder
+from fairseq_acvi.modules.seq2seq.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.mc_prediction.combination import average_members
 
 

@@ -1,11 +1,11 @@
 """The attention's normaliser: scores e_t -> weights a_t (docs/method.md §3.5, ``--attention-normalizer``).
 
-* ``softmax`` (default): a_t = softmax(e_t), exactly :func:`~fairseq_acvi.modules.scorers.masked_softmax`.
+* ``softmax`` (default): a_t = softmax(e_t), exactly :func:`~fairseq_acvi.modules.context.scorers.masked_softmax`.
 * ``sparsemax`` (Martins & Astudillo 2016): the Euclidean projection of e_t onto the simplex;
   ``entmax15`` (Peters, Niculae & Martins 2019): 1.5-entmax. Both from the ``entmax`` package
   (sort-based, exact gradients); both give exact zeros.
 * ``csoftmax`` / ``csparsemax`` (Martins & Kreutzer 2017; Malaviya, Ferreira & Martins 2018):
-  a_t = csoftmax / csparsemax(e_t + c·u_t, u_t) (:mod:`fairseq_acvi.modules.constrained`) with the
+  a_t = csoftmax / csparsemax(e_t + c·u_t, u_t) (:mod:`fairseq_acvi.modules.context.constrained`) with the
   per-source-word upper bounds u_t = f − β_{t−1}, β_{t−1} = Σ_{s<t} a_s the cumulative attention
   and f the fertilities (``--attention-fertility``):
 
@@ -39,9 +39,9 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_acvi.modules.constrained import csoftmax, csparsemax
+from fairseq_acvi.modules.context.constrained import csoftmax, csparsemax
 from fairseq_acvi.modules.precision import at_least_float32
-from fairseq_acvi.modules.scorers import Memory, masked_softmax
+from fairseq_acvi.modules.context.scorers import Memory, masked_softmax
 
 NORMALIZERS = ("softmax", "sparsemax", "entmax15", "csoftmax", "csparsemax")
 CONSTRAINED = ("csoftmax", "csparsemax")

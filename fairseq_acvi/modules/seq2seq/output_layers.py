@@ -1,6 +1,6 @@
 """Output layers of the LSTM seq2seq decoder: the swappable last step (docs/method.md §2.2, §3.1).
 
-The decoder (:class:`fairseq_acvi.modules.context_decoder.ContextLSTMDecoder`) forms, for every
+The decoder (:class:`fairseq_acvi.modules.seq2seq.context_decoder.ContextLSTMDecoder`) forms, for every
 step t and every context c_t^(s) it has (the mean, or S Monte-Carlo samples), the attentional
 hidden state ``hid = tanh(W_c [s_t ; c_t^(s)])`` (P 4) and hands it to its output layer, which
 turns it into a distribution over the target dictionary. The decoder then combines the S
@@ -34,7 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_acvi.modules.copy_generator import (EPS, CopySwitch, copy_mixture_log_probs,
+from fairseq_acvi.modules.seq2seq.copy_generator import (EPS, CopySwitch, copy_mixture_log_probs,
                                                  copy_mixture_target_log_probs, gold_vocab_log_probs,
                                                  mixture_log_probs)
 from fairseq_acvi.modules.precision import at_least_float32
@@ -112,7 +112,7 @@ class VocabularyOutput(OutputLayer):
 
 
 class CopyOutput(OutputLayer):
-    """The copy mixture (docs/method.md §3.1, P 5-7), float32 (``modules/copy_generator.py``):
+    """The copy mixture (docs/method.md §3.1, P 5-7), float32 (``modules/seq2seq/copy_generator.py``):
 
         P_vocab = softmax(V' hid + b')     over the ``n_real`` real ids (markers: 0)
         p_gen   = σ(w_cᵀ c + w_sᵀ s_t + w_xᵀ x_t + b_ptr)          one per sample c

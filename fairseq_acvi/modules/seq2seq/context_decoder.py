@@ -42,7 +42,7 @@ When decoding incrementally the rows of every step are also kept in the incremen
 points at the newest one: row b holds the uncertainties of every step of the path that beam row b
 is on, which is what a finished hypothesis reports.
 
-The output layer is a part (``head``, :mod:`fairseq_acvi.modules.output_layers`; fairseq's
+The output layer is a part (``head``, :mod:`fairseq_acvi.modules.seq2seq.output_layers`; fairseq's
 decoders already have an ``output_layer`` method): the
 softmax over the dictionary (translation, captioning), the copy mixture or the no-copy softmax
 (pointer-generator). It maps the attentional hidden state of every sample to log-probabilities;
@@ -56,14 +56,14 @@ nothing of them is built: the decoder is the one above, bit for bit, and old che
 
 * ``--self-attention-heads H`` (iii): the top layer's output s_t goes through causal multi-head
   self-attention over s_1..s_t, q_t = LayerNorm(s_t + MultiHead(s_t; s_1..s_t))
-  (:mod:`fairseq_acvi.modules.self_attention`), and q_t replaces s_t everywhere below it: the
+  (:mod:`fairseq_acvi.modules.seq2seq.self_attention`), and q_t replaces s_t everywhere below it: the
   scorer's query, the context inference's query, W_c's input and the output layer's. The
   per-head keys and values of every earlier step are kept in the incremental state (``sa_keys``,
   ``sa_values``, (B, H, t, d_h)) and reordered with the beam. (The encoder side, self-attention
-  over the annotations, is the encoder's: modules/lstm_encoder.py.)
+  over the annotations, is the encoder's: modules/seq2seq/lstm_encoder.py.)
 * ``--attend-decoder-past`` (ii): a second, deterministic context d_t = Σ_{j<t} b_tj v_j over the
   decoder's own earlier outputs q_1..q_{t−1}, scored by a second scorer of the ``--attention-type``
-  family (:mod:`fairseq_acvi.modules.decoder_past`; d_1 = 0), joins the prediction:
+  family (:mod:`fairseq_acvi.modules.seq2seq.decoder_past`; d_1 = 0), joins the prediction:
   f_t = tanh(W_c [q_t ; d_t ; m_t]) on the recurrent path and tanh(W_c [q_t ; d_t ; c_t^(s)]) for
   the output layer (the decoder output the prediction reads is u_t = [q_t ; d_t]; a copy
   switch still reads q_t). The past keys and values (``past_keys``, ``past_values``, (B, t, ·))
@@ -81,10 +81,10 @@ from torch import Tensor
 from fairseq_acvi.mc_prediction import averaging as mc
 from fairseq_acvi.mc_prediction import uncertainty as unc
 from fairseq_acvi.modules.context import StepOutput, context_class, stack_steps
-from fairseq_acvi.modules.decoder_past import DecoderPastAttention
-from fairseq_acvi.modules.output_layers import OutputInputs, OutputLayer, VocabularyOutput
-from fairseq_acvi.modules.scorers import Memory
-from fairseq_acvi.modules.self_attention import SelfAttentionBlock
+from fairseq_acvi.modules.seq2seq.decoder_past import DecoderPastAttention
+from fairseq_acvi.modules.seq2seq.output_layers import OutputInputs, OutputLayer, VocabularyOutput
+from fairseq_acvi.modules.context.scorers import Memory
+from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 
 class ContextLSTMDecoder(FairseqIncrementalDecoder):
     """The input-feeding LSTM decoder of every seq2seq model (module docstring).

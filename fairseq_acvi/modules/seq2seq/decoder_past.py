@@ -14,7 +14,7 @@ f_att is written for "previous hidden states" s_1..s_m)::
 The decoder past context is deterministic (soft attention); the context inference (soft, ACVI,
 …) is that of the source context only. ``d_t`` joins the prediction, which takes "current decoder
 output and available context vectors" (seed 003 l. 95): tanh(W_c [q_t ; d_t ; c_t])
-(modules/context_decoder.py).
+(modules/seq2seq/context_decoder.py).
 
 The scorer's per-state work (key projections) is position-wise, so each state is prepared once,
 when it is made, and its key and value appended to the past: (B, t, k) and (B, t, v), kept in the
@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_acvi.modules.scorers import Memory, build_scorer, masked_softmax
+from fairseq_acvi.modules.context.scorers import Memory, build_scorer, masked_softmax
 
 
 class DecoderPastAttention(nn.Module):

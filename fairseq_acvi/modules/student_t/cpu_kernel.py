@@ -1,4 +1,4 @@
-"""The t-MEM-NN training step as a compiled CPU kernel (``fairseq_acvi/csrc/posterior_step.cpp``).
+"""The t-MEM-NN training step as a compiled CPU kernel (``fairseq_acvi/modules/student_t/posterior_step.cpp``).
 
 The kernel computes what :class:`fairseq_acvi.modules.student_t._PosteriorStep` computes with the
 ``polar`` sampler (the escort draw of D 61-62 and the (D 56) divergence, forward and backward, in one
@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-SOURCE = Path(__file__).resolve().parents[1] / "csrc" / "posterior_step.cpp"
+SOURCE = Path(__file__).resolve().parent / "posterior_step.cpp"
 ENV = "FAIRSEQ_ACVI_CPU_KERNEL"
 
 logger = logging.getLogger(__name__)

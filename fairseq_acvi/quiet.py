@@ -1,5 +1,5 @@
 """Silence the noise fairseq's own code makes, at the plugin's import, keeping fairseq's INFO log
-and every warning about the user's run (issue 53 item 5).
+and every warning about the user's run.
 
 Where each kind of noise comes from (fairseq 0.12.3 with hydra 1.3, torch 2.x, checked on a
 2-update ``fairseq-train``, ``fairseq-generate`` and ``attention_pictures`` run):

@@ -1,4 +1,4 @@
-"""Make ``fairseq-generate --sacrebleu`` score with sacreBLEU (issue 53 item 5).
+"""Make ``fairseq-generate --sacrebleu`` score with sacreBLEU.
 
 What fairseq does wrong: ``--sacrebleu`` is still a generation option (``GenerationConfig.sacrebleu``)
 and fairseq-generate's own warning tells the user to pass it "for standard 13a BLEU tokenization",

@@ -1,5 +1,4 @@
-"""``--tensorboard-logdir`` without tensorboard installed: a clear error instead of a silent run
-(issue 53 item 5).
+"""``--tensorboard-logdir`` without tensorboard installed: a clear error instead of a silent run.
 
 What fairseq does: ``fairseq/logging/progress_bar.py`` imports ``SummaryWriter`` from
 ``torch.utils.tensorboard`` (which needs the ``tensorboard`` package) or ``tensorboardX``; when

@@ -1,4 +1,4 @@
-"""Where a bAbI model's answers go wrong (issue 60): per-answer confusion and errors by the
+"""Where a bAbI model's answers go wrong : per-answer confusion and errors by the
 answer's form, the question's wording and the supporting statement (docs/method.md §4.1).
 
 An answer's *form* (:func:`answer_form`) has two parts, both read off the data alone:
@@ -168,7 +168,7 @@ def predicted_symbols(model, dataset, samples: Optional[int] = None) -> List[str
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="bAbI error breakdown of a checkpoint (issue 60)")
+    p = argparse.ArgumentParser(description="bAbI error breakdown of a checkpoint")
     p.add_argument("--path", required=True, help="fairseq checkpoint or bAbI report ckpt/*.pt")
     p.add_argument("--data", required=True, help="the bAbI folder the model was trained on")
     p.add_argument("--tasks", default="1", help="the tasks it was trained on (its dictionary)")

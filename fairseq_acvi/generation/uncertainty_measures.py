@@ -1,4 +1,4 @@
-"""The uncertainty study's measures, from decoded output (docs/uncertainty.md §8; issue 57).
+"""The uncertainty study's measures, from decoded output (docs/uncertainty.md §8).
 
 Usage (from the repository root)::
 

@@ -1,5 +1,5 @@
 """What sparse and constrained attention were made for, measured on decoded outputs
-(docs/method.md §3.5; issue 56 item 3).
+(docs/method.md §3.5).
 
 * **zero fraction**: the fraction of attention weights that are exactly 0, over every decoded
   step t and every real source position j (padding excluded), pooled over the corpus.

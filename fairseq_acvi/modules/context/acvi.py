@@ -55,8 +55,8 @@ def gaussian_kl_parts(mean, var):
     return 0.5 * mean.pow(2), 0.5 * (var - 1.0 - var.log())
 
 
-#: ACVI's defaults, in every model: the configuration chosen on Multi30K En→De validation (issue 26;
-#: docs/results/multi30k_acvi_remedies_2026-11-26.md) and used since on En→Fr, the transformer,
+#: ACVI's defaults, in every model: the configuration chosen on Multi30K En→De validation
+#: (docs/results/multi30k_acvi_remedies_2026-11-26.md) and used since on En→Fr, the transformer,
 #: CNN/DM and a 3,000-pair corpus: β = 1e-4, the KL off for the first 234 updates and then a
 #: 117-update linear warm-up, the annotations normalised before μ and σ², and the K evaluation
 #: samples drawn in antithetic pairs. The schedule counts updates, not epochs: the drift of σ²

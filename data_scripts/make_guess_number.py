@@ -10,7 +10,7 @@ Writes into ``--out``::
 so that ``--task babi_qa --babi-tasks ID`` can train on the folder. Targets are uniform on
 ``[--low, --high]``; the recorded student is ``--player`` (``random``: uniform inside the bounds
 implied by the history, the decision of docs/method.md §4.4; ``bisect``: midpoint). One question per round; see
-:mod:`fairseq_acvi.data.guess_number` for the line format and the supporting facts. Every file is
+:mod:`fairseq_acvi.guess_number` for the line format and the supporting facts. Every file is
 read back and checked line by line before the command reports success.
 
 Example::
@@ -28,7 +28,7 @@ _REPO = Path(__file__).resolve().parents[1]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from fairseq_acvi.data import guess_number as gn  # noqa: E402
+from fairseq_acvi import guess_number as gn  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fairseq_acvi.cli import guess_number as cli
-from fairseq_acvi.data import guess_number as gn
+from fairseq_acvi import guess_number as gn
 from tests.conftest import REPO, USER_DIR, fast_python, run_cli
 
 _spec = importlib.util.spec_from_file_location("make_guess_number",

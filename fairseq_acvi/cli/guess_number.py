@@ -12,7 +12,7 @@ dialogue so far (the last ``memory_size`` statement lines, as in training) and t
 (t-MEM-NN: the average over ``--mc-samples`` S draws of the weights, docs/method.md §4.2). A token that is
 not a number is an *invalid* guess: it counts as out of bounds, the teacher answers ``invalid``,
 and the game goes on (``--numbers-only`` restricts the arg-max to number tokens instead).
-Prints accuracy / success / mean rounds (see :mod:`fairseq_acvi.data.guess_number`).
+Prints accuracy / success / mean rounds (see :mod:`fairseq_acvi.guess_number`).
 """
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from fairseq_acvi.data import guess_number as gn
+from fairseq_acvi import guess_number as gn
 
 
 class ModelPlayer(gn.Player):
-    """A :class:`~fairseq_acvi.data.guess_number.Player` backed by a ``babi_qa`` model.
+    """A :class:`~fairseq_acvi.guess_number.Player` backed by a ``babi_qa`` model.
 
     ``task.build_net_input(stories, questions)`` turns plain-text stories (lists of sentences,
     oldest first) and questions into the model's ``net_input``; ``model.answer_log_probs(**net_input)``

@@ -18,7 +18,7 @@ right type without file and line), ``wrong_line``, ``hang`` (over :data:`CASE_TI
 read), ``rejected_good`` (an input that must read the same was refused or read differently).
 
 Readers: bAbI files (``fairseq_acvi.data.babi``), guess-the-number dialogues
-(``fairseq_acvi.data.guess_number.read_babi_games``), See et al.'s chunk files (plain and .xz,
+(``fairseq_acvi.guess_number.read_babi_games``), See et al.'s chunk files (plain and .xz,
 ``data_scripts/read_see_chunks.py``), line-aligned summarization files and ``.story`` files
 (``data_scripts/prepare_cnndm.py``), caption files and frame-feature files
 (``fairseq_acvi.data.video_features``), parallel translation text (``data_scripts/common.py``, as
@@ -231,7 +231,7 @@ def _babi_count(files):
 
 # --- guess the number
 def _guess_make(folder: Path, rng):
-    from fairseq_acvi.data import guess_number as gn
+    from fairseq_acvi import guess_number as gn
     style = rng.choice(gn.STYLES)
     high = rng.choice([10, 100])
     targets = [rng.randint(0, high) for _ in range(rng.randint(3, 8))]
@@ -242,7 +242,7 @@ def _guess_make(folder: Path, rng):
 
 
 def _guess_load(files):
-    from fairseq_acvi.data.guess_number import read_babi_games
+    from fairseq_acvi.guess_number import read_babi_games
     games = read_babi_games(files["games"], style=files["style"])
     return [(q.answer, q.support, q.lineno) for g in games for q in g]
 

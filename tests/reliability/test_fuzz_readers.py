@@ -74,7 +74,7 @@ def test_story_ids_with_a_bad_index_name_the_line(tmp_path):
 
 
 def test_guess_number_reader_names_line_of_bad_utf8_and_skips_a_bom(tmp_path):
-    from fairseq_acvi.data import guess_number as gn
+    from fairseq_acvi import guess_number as gn
     rec = gn.GameRecord(0, 10, 9, [gn.Round("5", gn.LARGER), gn.Round("9", gn.CORRECT)])
     p = tmp_path / "g.txt"
     gn.write_babi([rec], p)

@@ -1,5 +1,5 @@
 """Summarization evaluation beyond ROUGE (issue 18, item 3): novel and repeated n-gram rates
-(fairseq_acvi.metrics.ngrams), the lead-3 baseline (fairseq_acvi.cli.lead_baseline) and the fixed
+(fairseq_acvi.metrics.ngrams), the lead-3 baseline (fairseq_acvi.summ_eval.lead) and the fixed
 test subsets with See et al.'s outputs beside them (data_scripts/cnndm_subset.py).
 """
 import sys
@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from fairseq_acvi.cli import lead_baseline
-from fairseq_acvi.cli.eval_summarization import evaluate
 from fairseq_acvi.metrics.ngrams import ngrams, novel_ngram_rates, repeated_ngram_rate
+from fairseq_acvi.summ_eval.lead import lead
+from fairseq_acvi.summ_eval.scoring import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "data_scripts"))
@@ -69,12 +70,12 @@ def test_evaluate_reports_ngram_figures():
 
 def test_lead_sentences_keep_closing_quotes_and_markers():
     art = 'he said " stop . " then left ! why ? ( cnn ) more . last one .'
-    assert lead_baseline.lead(art, 3) == 'he said " stop . " then left ! why ?'
-    assert lead_baseline.lead("a b . '' c d . e", 2) == "a b . '' c d ."
-    assert lead_baseline.lead("<t> one </t> <t> two . </t> three .", 2) == "one two ."
-    assert lead_baseline.lead("only one sentence", 3) == "only one sentence"
+    assert lead(art, 3) == 'he said " stop . " then left ! why ?'
+    assert lead("a b . '' c d . e", 2) == "a b . '' c d ."
+    assert lead("<t> one </t> <t> two . </t> three .", 2) == "one two ."
+    assert lead("only one sentence", 3) == "only one sentence"
     with pytest.raises(ValueError):
-        lead_baseline.lead("x", 0)
+        lead("x", 0)
 
 
 def test_lead_command_writes_one_line_per_article(tmp_path, capsys):

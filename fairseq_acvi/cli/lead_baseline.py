@@ -17,42 +17,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
-from fairseq_acvi.metrics.rouge import SENTENCE_END, SENTENCE_MARKERS_CLOSE, SENTENCE_MARKERS_OPEN
-
-CLOSERS = frozenset({"''", "'", ")", "-rrb-", '"'})
-_MARKERS = SENTENCE_MARKERS_OPEN | SENTENCE_MARKERS_CLOSE
-
-
-def article_sentences(article: str) -> List[List[str]]:
-    """Sentences (token lists) of one tokenised article (module docstring)."""
-    sents: List[List[str]] = []
-    cur: List[str] = []
-    ended = False
-    for tok in article.split():
-        if tok in _MARKERS:
-            if cur:
-                sents.append(cur)
-            cur, ended = [], False
-            continue
-        if ended and tok not in CLOSERS:
-            sents.append(cur)
-            cur, ended = [], False
-        cur.append(tok)
-        if tok in SENTENCE_END:
-            ended = True
-    if cur:
-        sents.append(cur)
-    return sents
-
-
-def lead(article: str, k: int = 3) -> str:
-    """The first k sentences of ``article`` joined by spaces."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return " ".join(t for s in article_sentences(article)[:k] for t in s)
-
+from fairseq_acvi.summ_eval.lead import lead
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])

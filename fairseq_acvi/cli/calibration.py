@@ -36,22 +36,16 @@ per-token arrays (``tokens_NAME.npz``), from which ``--render-only`` redraws the
 """
 import argparse
 import json
-import math
 import os
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
 
-from fairseq_acvi.metrics.calibration import (auroc, bootstrap_interval,
-                                              expected_calibration_error, rank_correlation,
-                                              reliability_bins, stratified_auroc)
+from fairseq_acvi.calibration_eval.measure import ece_difference, summarize, token_statistics
+from fairseq_acvi.calibration_eval.render import fmt, write_outputs
 from fairseq_acvi.modules.seq2seq.mc_dropout import check_members, check_rate, wrap_mc_dropout
-from fairseq_acvi.mc_prediction.combination import average_members
-from fairseq_acvi.mc_prediction.uncertainty import (ENTROPY, EXPECTED_ENTROPY,
-                                              MEMBERS_MUTUAL_INFORMATION, MUTUAL_INFORMATION,
-                                              combine_members)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,231 +103,6 @@ def parse_mc_dropout(specs: List[str], names: List[str]) -> Dict[str, int]:
     return out
 
 
-def predict(models, net_input: Dict) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Teacher-forced prediction of one model or the equal-weight average of several (their
-    decoders recording their uncertainty): (log p̄ (B, T, V) float32, uncertainty (B, T, 3 or 4)),
-    the 4th column being the members' part of I (:func:`combine_members`)."""
-    outs = [m(**net_input) for m in models]
-    if len(outs) == 1:
-        return outs[0][0].float(), outs[0][1]["uncertainty"]
-    lp = torch.stack([o[0].float() for o in outs], dim=-2)                   # (B, T, M, V)
-    mean = average_members(lp)
-    rows = [o[1]["uncertainty"] for o in outs]
-    width = max(r.size(-1) for r in rows)
-    rows = [torch.nn.functional.pad(r, (0, width - r.size(-1))) for r in rows]
-    return mean, combine_members(lp, mean, torch.stack(rows, dim=-2))
-
-
-def token_statistics(model, task, subset: str, batch_size: int,
-                     max_sentences: Optional[int] = None) -> Dict[str, np.ndarray]:
-    """Teacher-forced per-token statistics of ``subset``: arrays over the n reference tokens
-    (``</s>`` included, padding left out): sentence (its index in the subset), confidence,
-    correct, gold_logprob, entropy, expected_entropy, mutual_information,
-    members_mutual_information (nats; 0 for one model without MC dropout). ``model``: a model or
-    a list of them (an ensemble)."""
-    models = model if isinstance(model, (list, tuple)) else [model]
-    dataset = task.dataset(subset)
-    n = len(dataset) if max_sentences is None else min(max_sentences, len(dataset))
-    cols = {k: [] for k in ("sentence", "confidence", "correct", "gold_logprob", "entropy",
-                            "expected_entropy", "mutual_information",
-                            "members_mutual_information")}
-    pad = task.target_dictionary.pad()
-    for m in models:
-        m.eval()
-        m.decoder.record_uncertainty = True
-    try:
-        with torch.no_grad():
-            for start in range(0, n, batch_size):
-                sample = dataset.collater([dataset[i] for i in range(start, min(n, start + batch_size))])
-                lprobs, u = predict(models, sample["net_input"])
-                target = sample["target"]
-                keep = target.ne(pad)                                     # (B, T)
-                lp = lprobs[keep]                                         # (n_tok, V)
-                tgt = target[keep]
-                top_lp, top = lp.max(-1)
-                u = u[keep]                                               # (n_tok, 3 or 4)
-                cols["sentence"].append(sample["id"][:, None].expand_as(target)[keep])
-                cols["confidence"].append(top_lp.exp())
-                cols["correct"].append(top.eq(tgt))
-                cols["gold_logprob"].append(lp.gather(-1, tgt[:, None]).squeeze(-1))
-                cols["entropy"].append(u[:, ENTROPY])
-                cols["expected_entropy"].append(u[:, EXPECTED_ENTROPY])
-                cols["mutual_information"].append(u[:, MUTUAL_INFORMATION])
-                cols["members_mutual_information"].append(
-                    u[:, MEMBERS_MUTUAL_INFORMATION] if u.size(-1) > MEMBERS_MUTUAL_INFORMATION
-                    else torch.zeros_like(u[:, 0]))
-    finally:
-        for m in models:
-            m.decoder.record_uncertainty = False
-    return {k: torch.cat(v).numpy() for k, v in cols.items()}
-
-
-def summarize(stats: Dict[str, np.ndarray], n_bins: int, samples: int) -> dict:
-    """The report of one model (module docstring) from :func:`token_statistics`."""
-    ok = stats["correct"].astype(bool)
-    wrong = ~ok
-    mi = stats["mutual_information"]
-    has_samples = bool((mi > 0).any())          # one distribution per step: I = 0 everywhere
-    bins = reliability_bins(stats["confidence"], ok, n_bins)
-    return {
-        "samples": samples,
-        "averages_samples": has_samples,
-        "tokens": int(ok.size),
-        "accuracy": float(ok.mean()),
-        "nll_per_token": float(-stats["gold_logprob"].mean()),
-        "mean_confidence": float(stats["confidence"].mean()),
-        "ece": expected_calibration_error(stats["confidence"], ok, n_bins),
-        "auroc_wrong": {
-            "one_minus_confidence": auroc(1.0 - stats["confidence"], wrong),
-            "entropy": auroc(stats["entropy"], wrong),
-            "expected_entropy": auroc(stats["expected_entropy"], wrong) if has_samples else None,
-            "mutual_information": auroc(mi, wrong) if has_samples else None,
-            "members_mutual_information": (
-                auroc(stats["members_mutual_information"], wrong)
-                if "members_mutual_information" in stats
-                and bool((stats["members_mutual_information"] > 0).any()) else None),
-            # what I adds to H[p̄]: its AUROC within the deciles of H[p̄] (0.5: nothing)
-            "mutual_information_within_entropy_deciles": (
-                stratified_auroc(mi, wrong, stats["entropy"], 10) if has_samples else None),
-        },
-        "mean_entropy": {"right": float(stats["entropy"][ok].mean()),
-                         "wrong": float(stats["entropy"][wrong].mean())},
-        "mean_mutual_information": {"right": float(mi[ok].mean()), "wrong": float(mi[wrong].mean())},
-        # does I say something H[p̄] does not? (Spearman's ρ over the tokens)
-        "rank_correlation_entropy_mi": (rank_correlation(stats["entropy"], mi)
-                                        if has_samples else None),
-        "bins": [b.__dict__ for b in bins],
-    }
-
-
-def ece_difference(stats: Dict[str, np.ndarray], first: Dict[str, np.ndarray], n_bins: int,
-                   n_resamples: int, seed: int) -> dict:
-    """ECE of a model minus that of the first model on the same tokens, and its 95 % interval
-    over sentences drawn with replacement (paired: the same draws for both)."""
-    if not np.array_equal(stats["sentence"], first["sentence"]):
-        raise ValueError("the models did not read the same tokens")
-
-    def diff(idx):
-        return (expected_calibration_error(stats["confidence"][idx], stats["correct"][idx], n_bins)
-                - expected_calibration_error(first["confidence"][idx], first["correct"][idx],
-                                             n_bins))
-    everything = np.arange(len(stats["sentence"]))
-    lo, hi = bootstrap_interval(diff, stats["sentence"], n_resamples, seed=seed)
-    return {"value": float(diff(everything)), "interval_95": [lo, hi]}
-
-
-def _fmt(x, digits=3) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _diff(d: Optional[dict]) -> str:
-    if d is None:
-        return "—"
-    lo, hi = d["interval_95"]
-    return f"{d['value']:+.4f} [{lo:+.4f}, {hi:+.4f}]"
-
-
-def markdown(results: Dict[str, dict], args) -> str:
-    lines = [f"# Token-level calibration: {args.subset} of `{args.data}`", "",
-             "Teacher-forced on the reference; a token is right when the argmax of p̄ is the "
-             f"reference token. ECE over {args.bins} equal-width confidence bins. AUROC: how well "
-             "the score ranks wrong tokens above right ones (0.5 = chance). I = mutual information "
-             "(nats), shown only for models that average samples (K: samples averaged; 1: one "
-             "distribution per step); \"within H deciles\": the AUROC of I among tokens of "
-             "similar predictive entropy (what I adds to H[p̄]; 0.5 = nothing); ρ(H[p̄], I): "
-             "Spearman's rank correlation of the two over the tokens. ECE − first: the "
-             f"difference to the first model's ECE, with a 95 % interval over {args.bootstrap} "
-             "resamples of the sentences (paired). Produced by "
-             "`python -m fairseq_acvi.cli.calibration` (fairseq_acvi/cli/calibration.py).", "",
-             "| model | K | tokens | accuracy | NLL/token | mean conf. | ECE | ECE − first [95 %] "
-             "| AUROC 1−conf | AUROC H[p̄] | AUROC I | AUROC I within H deciles | mean I right "
-             "| mean I wrong | ρ(H[p̄], I) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, r in results.items():
-        a = r["auroc_wrong"]
-        mi_ok = r["averages_samples"]
-        lines.append(
-            f"| {name} | {r['samples']} | {r['tokens']} | {r['accuracy']:.4f} | "
-            f"{r['nll_per_token']:.4f} | {r['mean_confidence']:.4f} | {r['ece']:.4f} | "
-            f"{_diff(r.get('ece_minus_first'))} | "
-            f"{_fmt(a['one_minus_confidence'])} | {_fmt(a['entropy'])} | "
-            f"{_fmt(a['mutual_information'])} | "
-            f"{_fmt(a['mutual_information_within_entropy_deciles'])} | "
-            f"{_fmt(r['mean_mutual_information']['right'], 4) if mi_ok else '—'} | "
-            f"{_fmt(r['mean_mutual_information']['wrong'], 4) if mi_ok else '—'} | "
-            f"{_fmt(r['rank_correlation_entropy_mi'])} |")
-    lines += ["", "![reliability diagram](reliability.png)", ""]
-    if any(r["averages_samples"] for r in results.values()):
-        lines += ["![mutual information of right and wrong tokens](mutual_information.png)", ""]
-    lines.append("Models: " + ", ".join(f"{n} = `{p}`" for n, p in args.models) + ".")
-    return "\n".join(lines) + "\n"
-
-
-def plots(results: Dict[str, dict], stats: Dict[str, Dict[str, np.ndarray]], out_dir: str,
-          title: str) -> List[str]:
-    import logging
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    written = []
-    fig, (ax, hx) = plt.subplots(2, 1, figsize=(5.5, 6.5), sharex=True,
-                                 gridspec_kw={"height_ratios": [3, 1]})
-    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1, label="perfect calibration")
-    for name, r in results.items():
-        bins = [b for b in r["bins"] if b["count"]]
-        ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o",
-                markersize=4, label=f"{name} (ECE {r['ece']:.3f})")
-        centers = [(b["lo"] + b["hi"]) / 2 for b in r["bins"]]
-        hx.plot(centers, [b["count"] / r["tokens"] for b in r["bins"]], marker=".", label=name)
-    ax.set_ylabel("accuracy")
-    ax.set_title(title)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.legend(loc="upper left", fontsize=8)
-    hx.set_xlabel("confidence max_v p̄(v)")
-    hx.set_ylabel("share of tokens")
-    fig.tight_layout()
-    path = os.path.join(out_dir, "reliability.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
-
-    sampled = [n for n, r in results.items() if r["averages_samples"]]
-    if sampled:
-        fig, axes = plt.subplots(1, len(sampled), figsize=(5.5 * len(sampled), 3.8), squeeze=False)
-        for ax, name in zip(axes[0], sampled):
-            s = stats[name]
-            ok = s["correct"].astype(bool)
-            mi = np.maximum(s["mutual_information"], 1e-6)
-            edges = np.logspace(-6, np.log10(mi.max() * 1.01), 40)
-            for sel, label in ((ok, "right"), (~ok, "wrong")):
-                ax.hist(mi[sel], bins=edges, alpha=0.6, weights=np.full(sel.sum(), 1 / sel.sum()),
-                        label=f"{label} ({sel.sum()} tokens)")
-            ax.set_xscale("log")
-            a = results[name]["auroc_wrong"]["mutual_information"]
-            ax.set_title(f"{name}: mutual information per token (AUROC {a:.3f})")
-            ax.set_xlabel("I = H[p̄] − E_k H[p_k] (nats; below 1e-6 drawn at the left edge)")
-            ax.set_ylabel("share of the right / wrong tokens")
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(out_dir, "mutual_information.png")
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
-    return written
-
-
-def write_outputs(results: Dict[str, dict], stats: Dict[str, Dict[str, np.ndarray]], args):
-    with open(os.path.join(args.out_dir, "calibration.md"), "w") as f:
-        f.write(markdown(results, args))
-    for path in plots(results, stats, args.out_dir, f"{args.subset}: token-level reliability"):
-        print("wrote", path)
-    print("wrote", os.path.join(args.out_dir, "calibration.md"))
-
-
 def render_only(args):
     with open(os.path.join(args.out_dir, "calibration.json")) as f:
         report = json.load(f)
@@ -381,8 +150,8 @@ def main(argv=None):
             np.savez_compressed(os.path.join(args.out_dir, f"tokens_{name}.npz"), **stats[name])
         r = results[name]
         print(f"{name}: {r['tokens']} tokens, accuracy {r['accuracy']:.4f}, ECE {r['ece']:.4f}, "
-              f"AUROC H {_fmt(r['auroc_wrong']['entropy'])}, "
-              f"AUROC I {_fmt(r['auroc_wrong']['mutual_information'])}", flush=True)
+              f"AUROC H {fmt(r['auroc_wrong']['entropy'])}, "
+              f"AUROC I {fmt(r['auroc_wrong']['mutual_information'])}", flush=True)
     base = args.models[0][0]
     for name, _ in args.models[1:]:
         results[name]["ece_minus_first"] = ece_difference(stats[name], stats[base], args.bins,

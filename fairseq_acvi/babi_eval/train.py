@@ -8,34 +8,9 @@ learning rate halved every ``anneal_every`` epochs; after every epoch (but the l
 the validation score (:func:`~fairseq_acvi.babi_eval.evaluate.validation_score`), keeping the
 epoch with the best (validation accuracy, −NLL), ties to the later epoch.
 
-Why not fairseq's ``Trainer`` (fairseq 0.12; checked 2026-11-26). It would change every number
-the report has published, for these reasons:
-
-1. The random stream. ``Trainer.train_step`` reseeds the global torch RNG before every update
-   (``Trainer._set_seed``: ``seed + num_updates``). The loop seeds once per run
-   (``torch.manual_seed(seed)``) and draws the initialisation, each epoch's batch partition,
-   the random-noise insertions (models/memn2n.py ``noisy_time_index``) and t-MEM-NN's escort
-   draws from that one stream. Under the Trainer every draw after the initialisation differs;
-   the published runs (docs/results/babi.md) and ``--merge``'s equality with one best-of-N run
-   (tests/test_babi_report.py) rest on the loop's stream.
-2. The batches. fairseq's ``EpochBatchIterator`` freezes batches built from the dataset's
-   ``ordered_indices`` and shuffles only their order (numpy, ``seed + epoch``); the loop cuts
-   ``torch.randperm(n)`` into 32 parts every epoch. A callable ``batch_sampler`` could cut the
-   same kind of partition, but not from the loop's stream (point 1).
-3. The optimiser. fairseq's ``--optimizer adam`` is ``fairseq.optim.adam.Adam``: step
-   lr·√(1−β₂ᵗ)/(1−β₁ᵗ)·m/(√v + ε), ε outside the bias correction; the loop uses
-   ``torch.optim.Adam`` (m̂/(√v̂ + ε)), ``Adagrad`` or ``SGD``. The updates differ from the first.
-4. The gradient scale. The Trainer back-propagates the summed loss and multiplies the gradients
-   by 1/sample_size; the loop back-propagates loss/sample_size (equal up to rounding).
-5. The best epoch. fairseq's ``checkpoint_best.pt`` follows one ``--best-checkpoint-metric``;
-   the loop orders epochs by two, (accuracy, −NLL): on 100 validation questions accuracy ties
-   often and the NLL decides. It also validates t-MEM-NN on ``--valid-samples`` draws from a
-   forked stream seeded 0 (the same draws every epoch, the training stream untouched) and skips
-   the linear-start epochs.
-
-Measured on 2026-11-26, task 1, MemN2N (δ 20, layer-wise, no random noise so the forward draws
-nothing), seed 1, 3 epochs of 32 updates, lr 0.01 throughout: ``fairseq-train`` (``--batch-size
-29``) reached validation accuracy 23 / 55 / 56 % after epochs 1-3, this loop 24 / 60 / 58 %.
+It is not fairseq's ``Trainer``: that would change the random stream, the batches, the
+optimiser's update, the gradient scale and the choice of the best epoch, and with them every
+number the report has published (docs/recipes/babi.md, "Why the report trains in its own loop").
 
 One model through fairseq's own ``fairseq-train`` / ``fairseq-validate`` works (the plugin's
 task, models and criteria are ordinary fairseq components; docs/recipes/babi.md "One model

@@ -66,9 +66,7 @@ def acvi_lstm_paper(args):
 @register_model_architecture("acvi_lstm", "acvi_lstm_multi30k")
 def acvi_lstm_multi30k(args):
     # the base model with one layer each and dropout 0.3 (CPU-sized); ACVI's defaults are the
-    # configuration chosen on this corpus's validation set (VALIDATED_CHOICE,
-    # docs/results/multi30k_acvi_remedies_2026-11-26.md). Checkpoints from before
-    # --acvi-value-norm existed load as they were trained (keep_predating_values).
+    # configuration chosen on this corpus's validation set (VALIDATED_CHOICE)
     seq2seq_defaults(args, dropout=0.3, encoder_layers=1, decoder_layers=1)
 
 

@@ -3,8 +3,9 @@
 # Usage (repository root): ACVI_DATA=../shared/data bash docs/results/captioning_msrvtt_2026-11-28/run_experiment.sh
 # RUNS_DIR (default runs/captioning_msrvtt_2026-11-28), CODE_DIR (default: this checkout; the 2026-11-28 runs
 # used a `git archive` snapshot of commit $CODE_COMMIT so that edits in the shared tree could not reach
-# them), MAX_EPOCH (default 5: the budget of every variant). Resumable: a finished step (its status JSON
-# says rc 0) is skipped; an unfinished training resumes from checkpoint_last.pt.
+# them), MAX_EPOCH (default 5: the budget of every variant), ONLY (step names: run just those, to
+# share the steps between two processes). Resumable: a finished step (its status JSON says rc 0) is
+# skipped; an unfinished training resumes from checkpoint_last.pt.
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/../../.." && pwd)"
 RUNS_DIR="${RUNS_DIR:-$REPO/runs/captioning_msrvtt_2026-11-28}"
@@ -18,6 +19,7 @@ cd "$CODE_DIR" || exit 1
 
 step() {  # step NAME VAR=VALUE...: run the recipe with those variables unless NAME finished before
   local name="$1"; shift
+  [[ -z "${ONLY:-}" || " $ONLY " == *" $name "* ]] || return 0   # ONLY="a b": just those steps
   local st="$RUNS_DIR/status/$name.json"
   if [[ -f "$st" ]] && grep -q '"rc": 0' "$st"; then echo "[driver] $name: done before, skipped"; return 0; fi
   local t0; t0=$(date +%s)

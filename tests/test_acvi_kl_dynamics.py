@@ -1,4 +1,4 @@
-"""benchmarks/acvi_kl_dynamics.py: runs fairseq-train per configuration and tabulates its log.
+"""experiments/acvi_kl_dynamics.py: runs fairseq-train per configuration and tabulates its log.
 
 The real training is exercised by the recipe tests; here a stand-in interpreter prints what
 ``fairseq-train --log-format json`` prints, so the test checks the command the script builds
@@ -13,7 +13,7 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+sys.path.insert(0, os.path.join(REPO, "experiments"))
 import acvi_kl_dynamics  # noqa: E402
 
 FAKE = r'''#!/usr/bin/env bash

@@ -1,4 +1,5 @@
-"""The script folders put on ``sys.path`` (``benchmarks/``, ``data_scripts/``) share one module namespace.
+"""The script folders put on ``sys.path`` (``benchmarks/``, ``data_scripts/``, ``experiments/``) share one
+module namespace.
 
 Scripts in both folders import their helpers by bare module name (``from bench_common import …``,
 ``from common import …``). Within one pytest process both folders end up on ``sys.path``, so two
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT_DIRS = ("benchmarks", "data_scripts")
+SCRIPT_DIRS = ("benchmarks", "data_scripts", "experiments")
 
 
 def test_script_module_names_are_unique():

@@ -230,10 +230,10 @@ def test_empty_source_line_and_mismatched_dictionary(data_bin, tmp_path):
 
 
 def test_antithetic_draws_bring_the_sample_average_closer_to_its_limit(data_bin, tmp_path):
-    """benchmarks/mc_estimator_error.py on a trained ACVI checkpoint with a wide posterior
+    """experiments/mc_estimator_error.py on a trained ACVI checkpoint with a wide posterior
     (log σ² starts at 0): at the same K the antithetic average's gold-token log-probability is
     nearer the K = 400 reference than the iid one's, and the report names every setting."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "experiments"))
     import mc_estimator_error as mce
 
     train(data_bin, tmp_path, "--context-inference", "acvi", "--acvi-logvar-init", "0", updates=8)

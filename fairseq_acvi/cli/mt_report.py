@@ -36,7 +36,7 @@ Outputs in ``--out-dir``: ``results.json`` (every run and the per-variant mean �
 over seeds), ``valid_curves.png`` (validation perplexity per epoch), ``kl_curves.png`` (ACVI's KL
 parts and σ² per epoch) and ``mc_sweep.png`` (BLEU against K). ``--compare A B`` prints B against
 A (perplexity ratio, BLEU difference, speed ratio) — the side-by-side baseline check of
-``benchmarks/multi30k_soft_vs_lstm.sh``. The report also gives every variant's BLEU minus
+``experiments/multi30k_soft_vs_lstm.sh``. The report also gives every variant's BLEU minus
 ``soft``'s seed by seed (the pair's one ``soft`` variant, whatever its tag, or the variant
 ``--paired-base`` names). ``--merge`` adds the runs an earlier report recorded in its
 ``results.json`` (run folders are not kept, e.g. from another machine or an earlier day).

@@ -1,5 +1,5 @@
 """The reliability suite's machinery (issue 25), shared by ``tests/reliability/test_*.py`` (small
-sizes, CI) and ``benchmarks/reliability.py`` (full sizes, the figures of BENCHMARKS.md).
+sizes, CI) and ``experiments/reliability.py`` (full sizes, the figures of BENCHMARKS.md).
 
 Training runs go through fairseq's own CLIs (``fairseq_cli.train.cli_main`` with its argv), each in
 a separate process forked from one server that has imported torch and fairseq already
@@ -45,7 +45,7 @@ REPO = HERE.parents[1]
 USER_DIR = str(REPO / "fairseq_acvi")
 ZYGOTE = HERE / "reliability_zygote.py"
 
-#: the full-size runs (``benchmarks/reliability.py`` and the tests marked ``slow``)
+#: the full-size runs (``experiments/reliability.py`` and the tests marked ``slow``)
 FULL = {"resume_updates": 200, "resume_brief_updates": 20, "injected_kills": 60,
         "timed_kills": 40, "kill_updates": 10, "fp16_updates": 2000, "ddp_updates": 20,
         "fuzz_per_corruption": 250}  # = reliability_fuzz.FULL_PER_CORRUPTION

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Score See et al.'s (2017) published outputs on the shared CNN/DM sample with our evaluation.
 
-    python benchmarks/eval_see_outputs.py [--data SAMPLE] [--meteor exact,full] [--bootstrap 1000] [--json OUT]
+    python experiments/eval_see_outputs.py [--data SAMPLE] [--meteor exact,full] [--bootstrap 1000] [--json OUT]
 
 ``--data``: the CNN/DM sample folder (``realsumm_ptrgen/``, ``summeval/``); default
 ``$ACVI_DATA/cnn_dm_sample`` (``ACVI_DATA``: the data root holding ``cnn_dm_sample/``), an error when

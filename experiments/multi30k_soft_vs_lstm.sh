@@ -5,7 +5,7 @@
 # the translation report: validation perplexity ratio, test2016/test2017 BLEU difference and the
 # training words/s ratio (soft / lstm).
 # Run from the repo root (about 2 × 50 min of CPU; the two runs use both cores of 2):
-#   SEEDS="1" PAIR=en_de bash benchmarks/multi30k_soft_vs_lstm.sh
+#   SEEDS="1" PAIR=en_de bash experiments/multi30k_soft_vs_lstm.sh
 # Existing runs with a checkpoint_best.pt are reused (TRAIN=0) unless RETRAIN=1; an interrupted
 # run resumes from its checkpoint_last.pt. Options: PAIR, SEEDS, RUNS (runs/multi30k),
 # OUT (report folder, default $RUNS/report_soft_vs_lstm) and any env option of recipes/mt_multi30k.sh.

@@ -8,7 +8,7 @@ the training NLL at each logged update. It is the evidence behind ``--acvi-kl-de
 one sign, so v climbs from e⁻⁶ toward 1 within ~30 updates at β = 1 and β = 0.002 alike, and a
 linear warm-up from 0 does not stop it; with the KL switched off (a delay) v stays small.
 
-    python benchmarks/acvi_kl_dynamics.py data-bin/multi30k_en_de --updates 60 \\
+    python experiments/acvi_kl_dynamics.py data-bin/multi30k_en_de --updates 60 \\
         --out docs/results/acvi_kl_dynamics_$(date +%F).json
 
 Configurations (``--configs``, default all): name=extra fairseq-train arguments, e.g.

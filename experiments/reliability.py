@@ -1,8 +1,8 @@
 """Training that survives (issue 25): the reliability suite at full size, with its figures.
 
-    python benchmarks/reliability.py                  # every item at full size (hours on 2 cores)
-    python benchmarks/reliability.py --quick          # reduced sizes (about half an hour)
-    python benchmarks/reliability.py --items 1,5 --json out.json
+    python experiments/reliability.py                  # every item at full size (hours on 2 cores)
+    python experiments/reliability.py --quick          # reduced sizes (about half an hour)
+    python experiments/reliability.py --items 1,5 --json out.json
 
 Items (machinery: tests/reliability/reliability_harness.py and reliability_fuzz.py; the fast
 cases run in CI as ``pytest tests/reliability``):

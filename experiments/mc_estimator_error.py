@@ -17,7 +17,7 @@ distribution is from the sample average's limit, a difference no K removes.
 
 Usage (from the repository root)::
 
-    python benchmarks/mc_estimator_error.py --data data-bin/multi30k_en_de \\
+    python experiments/mc_estimator_error.py --data data-bin/multi30k_en_de \\
         --path runs/multi30k/en_de/acvi-vnorm-e20_seed2/checkpoint_best.pt \\
         --ks 2 10 20 --repeats 3 --reference-k 200 --max-sentences 300 --json OUT.json
 """

@@ -17,7 +17,7 @@ the data root), with the default backbone of ``data_scripts/extract_video_featur
    Mantel permutation p-value (all 5! = 120 relabellings of the clips of one matrix; one-sided,
    the share of relabellings whose correlation is at least the observed one).
 
-    python benchmarks/video_features_real.py --videos "$ACVI_DATA/msvd/mlds_subset/video" \\
+    python experiments/video_features_real.py --videos "$ACVI_DATA/msvd/mlds_subset/video" \\
         --vgg-dir "$ACVI_DATA/msvd/mlds_subset/feat_vgg16_fc2" \\
         --mapping "$ACVI_DATA/msvd/youtube_mapping.txt" --json OUT.json
 

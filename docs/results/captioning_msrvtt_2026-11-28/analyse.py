@@ -125,7 +125,7 @@ def main():
         table[c]["seeds"] = sorted(r["seed"] for r in runs)
         table[c]["distinct_test_captions"] = [r["decodes"]["K10"].get("test_distinct_captions") for r in runs]
     pairs = [("none", "soft"), ("none", "acvi"), ("soft", "acvi"), ("soft", "acvi-det"),
-             ("acvi-det", "acvi")]
+             ("acvi-det", "acvi"), ("acvi", "acvi-beta1e-5"), ("acvi", "acvi-beta1e-3")]
     boots, boots_valid = {}, {}
     for base, other in pairs:
         for seed in (1, 2, 3):

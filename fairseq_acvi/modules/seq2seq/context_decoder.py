@@ -1,4 +1,4 @@
-"""LSTM decoder with input feeding and pluggable context inference (docs/method.md §2, §3).
+"""LSTM decoder with (optional) input feeding and pluggable context inference (docs/method.md §2, §3).
 
 One decoder step (Luong et al. 2015 with input feeding, P 4, P 10):
 
@@ -89,7 +89,8 @@ from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 
 
 class ContextLSTMDecoder(DecoderPasses, FairseqIncrementalDecoder):
-    """The input-feeding LSTM decoder of every seq2seq model (module docstring).
+    """The LSTM decoder of every seq2seq model, with input feeding unless ``--input-feeding 0``
+    (module docstring).
 
     ``value_dim``: size of the encoder annotations h_i; ``enc_final_dim``: of the final encoder
     state that initialises the LSTM; ``build_output_layer(context_dim)``: makes the

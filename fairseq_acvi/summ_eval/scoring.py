@@ -1,8 +1,8 @@
 """One evaluator for summaries (docs/method.md §5, P Tables 1-2): ROUGE-1/2/L (rouge-score with
 stemming, F1 × 100, ROUGE-L summary-level), METEOR exact / full, novel-word and OOV-adoption rates
 (:mod:`fairseq_acvi.metrics.novelty`), novel and repeated n-gram rates (See et al. 2017 §7;
-:mod:`fairseq_acvi.metrics.ngrams`). Used by ``fairseq-acvi`` 's ``eval_summarization`` and
-``summ_report`` commands alike, so that every row of every table is scored the same way.
+:mod:`fairseq_acvi.metrics.ngrams`). The ``eval_summarization`` and ``summ_report`` commands both
+score with it, so that every row of every table is scored the same way.
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from fairseq_acvi.modules.seq2seq.segmented_lstm import bilstm_by_segments, bils
 from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 
 #: on a CPU, batches whose longest source has at least this many positions run the LSTM unpacked
-#: (``bilstm_by_segments``): measured 2026-11-27 (benchmarks/bench_encoder_lstm.py), unpacked is
+#: (``bilstm_by_segments``): measured by benchmarks/bench_encoder_lstm.py (BENCHMARKS.md), unpacked is
 #: 10× faster at 400 positions, 1.8× at 100, level at 64, and 0.7-0.9× on short translation
 #: batches (30-40 positions, 23-35 distinct lengths), where the packed call stays
 UNPACKED_MIN_LENGTH = 64

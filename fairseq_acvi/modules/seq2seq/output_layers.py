@@ -17,8 +17,8 @@ log P (B, T, S) only (where :attr:`OutputLayer.supports_target_scoring`).
 Decoding averages the S distributions (the "prob" combination, no autograd): a layer with
 :attr:`OutputLayer.averages_in_probability_space` (the copy mixture) sums the weighted
 probabilities of the samples and takes one log at the end, instead of S logs and a log-sum-exp
-over (B, T, S, V) (the same value up to float rounding; 2026-11-27: most of a K = 10 CNN/DM
-decoding step went to those passes).
+over (B, T, S, V) (the same value up to float rounding; those passes were most of a K = 10
+CNN/DM decoding step, BENCHMARKS.md).
 
 Layers: :class:`VocabularyOutput` (softmax over the dictionary: translation, captioning),
 :class:`CopyOutput` (the pointer-generator's copy mixture, See et al. 2017) and

@@ -5,7 +5,7 @@ at once and reads one time step at a time as a slice of them; the backward of ev
 allocates and zero-fills a gradient the size of the whole projection, (tokens in the batch) × 4H.
 The cost of the backward therefore grows with the square of the source length: on 16 CNN/DM
 articles of up to 400 words (H = 256) the encoder's forward and backward took about 10 s packed
-against about 1 s for the same LSTM on the padded batch (2026-11-27; ``benchmarks/bench_encoder_lstm.py``).
+against about 1 s for the same LSTM on the padded batch (``benchmarks/bench_encoder_lstm.py``).
 
 What. :func:`bilstm_by_segments` gives the same outputs and final states as the packed call,
 with the same parameters (those of the given ``nn.LSTM``), layer by layer and direction by

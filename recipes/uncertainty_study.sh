@@ -11,6 +11,8 @@ set -euo pipefail
 STAGE="${STAGE:-all}"
 PAIR="${PAIR:-en_de}"
 SEEDS="${SEEDS:-1 2 3}"
+MAX_EPOCH="${MAX_EPOCH:-20}"   # the results tables' budget (docs/results/README.md), no early stop
+PATIENCE="${PATIENCE:-0}"
 MC_SAMPLES="${MC_SAMPLES:-10}"
 MC_DROPOUT="${MC_DROPOUT:-10}"
 MC_DROPOUT_RATE="${MC_DROPOUT_RATE:-}"   # empty: each model's own dropout, as trained
@@ -30,7 +32,8 @@ mt_process_defaults
 check_choice STAGE all train ood decode calibrate measures
 mt_split_pair "$PAIR"
 check_int_list SEEDS
-check_positive_int MC_SAMPLES MC_DROPOUT BEAM GEN_BATCH BOOTSTRAP
+check_positive_int MAX_EPOCH MC_SAMPLES MC_DROPOUT BEAM GEN_BATCH BOOTSTRAP
+check_int PATIENCE
 check_int GEN_SEED
 check_optional nonneg_number MC_DROPOUT_RATE
 check_choice TRAIN 0 1
@@ -48,14 +51,14 @@ stages() { [[ "$STAGE" == "all" ]] && echo "train ood decode calibrate measures"
 
 for st in $(stages); do
   case "$st" in
-    train) echo "[recipe] plan: train: CONTEXT=soft and CONTEXT=acvi, SEEDS='$SEEDS' with recipes/mt_multi30k.sh (kept where checkpoint_best.pt exists)" ;;
+    train) echo "[recipe] plan: train: CONTEXT=soft and CONTEXT=acvi, SEEDS='$SEEDS' with recipes/mt_multi30k.sh, MAX_EPOCH=$MAX_EPOCH PATIENCE=$PATIENCE (kept where checkpoint_best.pt exists)" ;;
     ood) echo "[recipe] plan: ood: binarize $MULTI30K_DIR/tok/test_2017_mscoco.lc.norm.tok.{$SRC,$TGT} with $DATA_BIN's dictionaries into $OUT/coco-bin" ;;
     decode) echo "[recipe] plan: decode: test2016 and coco, per seed: soft, acvi (K=$MC_SAMPLES), mcdrop (soft, $MC_DROPOUT masks); ensemble of the soft seeds" ;;
     calibrate) echo "[recipe] plan: calibrate: teacher-forced test2016 tokens of the same methods (cli.calibration --save-tokens)" ;;
     measures) echo "[recipe] plan: measures: generation.uncertainty_measures per seed (acvi first: every difference is ACVI's)" ;;
   esac
 done
-recipe_settings STAGE PAIR SRC TGT SEEDS MC_SAMPLES MC_DROPOUT MC_DROPOUT_RATE BEAM GEN_BATCH GEN_ARGS \
+recipe_settings STAGE PAIR SRC TGT SEEDS MAX_EPOCH PATIENCE MC_SAMPLES MC_DROPOUT MC_DROPOUT_RATE BEAM GEN_BATCH GEN_ARGS \
   GEN_SEED BOOTSTRAP TRAIN RUNS OUT DATA_BIN MULTI30K_DIR THREADS DEVICE PYTHON USER_DIR
 
 mkdir -p "$OUT"
@@ -83,7 +86,7 @@ for st in $(stages); do
         if [[ -n "$todo" ]]; then
           [[ "$TRAIN" == "1" ]] || { echo "[recipe] error: $context seeds${todo} have no checkpoint and TRAIN=0" >&2; exit 2; }
           CONTEXT="$context" SEEDS="${todo# }" PAIR="$PAIR" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
-            EVAL_SPLITS="valid test2016" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh"
+            MAX_EPOCH="$MAX_EPOCH" PATIENCE="$PATIENCE" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh"
         fi
       done ;;
     ood)

@@ -26,7 +26,7 @@ def reversal_batch(d, rng, n, min_len=3, max_len=7):
 
 # ACVI's KL is summed over the context dimensions (here 64): with β = 1 on this tiny
 # low-entropy task the posterior collapses to the prior and the context carries nothing (see the
-# README, "posterior collapse"); a small β keeps the latent context informative.
+# docs/guide.md, "Posterior collapse"); a small β keeps the latent context informative.
 def train_reversal(model, d, rng, updates, batch_size, *batch_args, lr=0.01, clip=5.0):
     """Adam on reversal batches: per-token NLL plus every weighted extra loss term the model
     returns (the elbo criterion's objective), the model's update count set as fairseq does."""

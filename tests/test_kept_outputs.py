@@ -1,6 +1,9 @@
 """A result page keeps what its figures were computed from, so anyone can re-score them: the kept
 test captions of the MSR-VTT captioning page (docs/results/captioning_msrvtt_2026-11-28/captions/),
-scored again against the references rebuilt from the real data, give the CIDEr on the page."""
+scored again against the references rebuilt from the real data, give the CIDEr on the page; the
+kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval; and
+``mt_report --keep-outputs`` keeps exactly what re-scoring needs."""
+import gzip
 import json
 import re
 import sys
@@ -11,6 +14,10 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO / "data_scripts"))
 import prepare_msrvtt as pm  # noqa: E402
+import score_mt  # noqa: E402
+
+from fairseq_acvi.cli import mt_report  # noqa: E402
+from fairseq_acvi.data.text_lines import read_bytes  # noqa: E402
 
 from fairseq_acvi.data.video_features import group_references, read_caption_file  # noqa: E402
 from fairseq_acvi.metrics.captioning import score_captions  # noqa: E402
@@ -33,3 +40,81 @@ def test_kept_captions_rescore_to_the_figure_on_their_page(shared_data, tmp_path
     page = (PAGE.parent / "captioning_msrvtt_2026-11-28.md").read_text(encoding="utf-8")
     row = re.search(r"^\| `acvi` \| K=10 \(standard decode\) \|.*$", page, re.M).group(0)
     assert f"| {cider:.3f} |" in row, (cider, row)
+
+
+MT_PAGE = REPO / "docs" / "results" / "multi30k_3k_defaults_2026-11-28"
+
+
+def test_kept_translations_rescore_to_the_figures_on_their_page(shared_data, tmp_path):
+    ref = shared_data / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.de"
+    if not ref.is_file():
+        pytest.skip(f"{ref} is missing")
+    kept = MT_PAGE / "outputs" / "en_de"
+    out = tmp_path / "scores.json"
+    assert score_mt.main(["--gen", str(kept / "acvi_seed1" / "gen_test2016.txt.gz"), "--ref", str(ref),
+                          "--moses-detok", "de", "--json", str(out),
+                          "--against", str(kept / "soft_seed1" / "gen_test2016.txt.gz")]) == 0
+    got = json.loads(out.read_text(encoding="utf-8"))
+    recorded = json.loads((kept / "acvi_seed1" / "bleu_test2016.json").read_text(encoding="utf-8"))
+    assert (got["bleu_tok"], got["bleu_detok"]) == (recorded["bleu_tok"], recorded["bleu_detok"])
+    paired = json.loads((MT_PAGE / "paired_acvi_vs_soft_test2016.json").read_text(encoding="utf-8"))
+    for k in ("delta", "low", "high"):
+        assert got["paired"][k] == paired["paired"][k], k
+    page = (MT_PAGE.parent / "multi30k_3k_defaults_2026-11-28.md").read_text(encoding="utf-8")
+    row = re.search(r"^\| ACVI, the defaults \|.*$", page, re.M).group(0)
+    assert f"| {got['bleu_tok']:.2f} |" in row, (got, row)
+
+
+def _run_folder(folder, with_gen=True):
+    """A recipe run folder: run.json, one decode's fairseq-generate output and its bleu json."""
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"pair": "en_de", "context": "acvi", "tag": "",
+                                                 "seed": 2}), encoding="utf-8")
+    hyps = ["ein hund läuft .", "zwei männer sitzen auf einer bank .", "eine frau liest ."]
+    lines = []
+    for i, h in reversed(list(enumerate(hyps))):     # fairseq writes in batch order
+        lines += [f"S-{i}\tsource {i}", f"T-{i}\t{h}", f"H-{i}\t-0.5\t{h}", f"D-{i}\t-0.5\t{h}",
+                  f"P-{i}\t-0.1 -0.2 -0.3"]
+    if with_gen:
+        (folder / "gen_valid.txt").write_text("\n".join(lines + ["Generate valid with beam=2"]) + "\n",
+                                               encoding="utf-8")
+    (folder / "bleu_valid.json").write_text('{"bleu_tok": 100.0}', encoding="utf-8")
+    return lines
+
+
+def test_mt_report_keeps_the_hypotheses_of_every_decode(tmp_path, capsys):
+    lines = _run_folder(tmp_path / "runs" / "acvi_seed2")
+    ref = tmp_path / "valid.de"
+    ref.write_text("ein hund läuft .\nzwei männer sitzen auf einer bank .\neine frau liest .\n",
+                   encoding="utf-8")
+    out = tmp_path / "report"
+    argv = [str(tmp_path / "runs"), "--out-dir", str(out), "--no-charts", "--keep-outputs"]
+    assert mt_report.main(argv) == 0
+    kept = out / "outputs" / "en_de" / "acvi_seed2"
+    assert sorted(p.name for p in kept.iterdir()) == ["bleu_valid.json", "gen_valid.txt.gz", "run.json"]
+    with gzip.open(kept / "gen_valid.txt.gz", "rt", encoding="utf-8") as f:
+        assert f.read().splitlines() == [x for x in lines if x.startswith("H-")]
+    first = (kept / "gen_valid.txt.gz").read_bytes()
+    assert mt_report.main(argv) == 0                       # the same outputs, the same bytes
+    assert (kept / "gen_valid.txt.gz").read_bytes() == first
+    scores = tmp_path / "s.json"
+    assert score_mt.main(["--gen", str(kept / "gen_valid.txt.gz"), "--ref", str(ref),
+                          "--json", str(scores)]) == 0
+    assert json.loads(scores.read_text(encoding="utf-8"))["bleu_tok"] == 100.0
+
+
+def test_keep_outputs_refuses_a_score_without_its_hypotheses(tmp_path, capsys):
+    _run_folder(tmp_path / "runs" / "acvi_seed2", with_gen=False)
+    argv = [str(tmp_path / "runs"), "--out-dir", str(tmp_path / "r"), "--no-charts", "--keep-outputs"]
+    assert mt_report.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "bleu_valid.json" in err and "gen_valid.txt" in err and "are missing" in err
+
+
+def test_a_damaged_gzip_is_named(tmp_path):
+    bad = tmp_path / "gen_valid.txt.gz"
+    bad.write_bytes(b"\x1f\x8b\x08not really gzip")
+    with pytest.raises(ValueError, match=re.escape(str(bad))):
+        read_bytes(bad)
+    with pytest.raises(score_mt.DataError, match=re.escape(str(bad))):
+        score_mt.read_hypotheses(bad, 1)

@@ -40,6 +40,9 @@ A (perplexity ratio, BLEU difference, speed ratio) — the side-by-side baseline
 ``soft``'s seed by seed (the pair's one ``soft`` variant, whatever its tag, or the variant
 ``--paired-base`` names). ``--merge`` adds the runs an earlier report recorded in its
 ``results.json`` (run folders are not kept, e.g. from another machine or an earlier day).
+``--keep-outputs`` keeps beside the report what each BLEU was computed from: every run folder's
+hypotheses (gzipped ``H-`` lines), ``bleu_*.json`` and ``run.json`` in
+``OUT/outputs/<pair>/<variant>_seed<N>/`` (:mod:`fairseq_acvi.mt_eval.kept_outputs`).
 """
 import argparse
 import json
@@ -47,8 +50,8 @@ import os
 import sys
 
 from fairseq_acvi.mt_eval import (
-    ReportError, aggregate, charts, combine_runs, compare, default_title, find_runs, load_merged,
-    markdown)
+    ReportError, aggregate, charts, combine_runs, compare, default_title, find_runs, keep_outputs,
+    load_merged, markdown)
 
 
 def main(argv=None) -> int:
@@ -67,6 +70,11 @@ def main(argv=None) -> int:
                    help="also count the runs recorded in these earlier reports' results.json "
                         "(their run folders need not exist any more)")
     p.add_argument("--no-charts", action="store_true")
+    p.add_argument("--keep-outputs", action="store_true",
+                   help="also keep, in OUT/outputs/<pair>/<variant>_seed<N>/, every run folder's "
+                        "hypotheses (the H- lines of gen_<decode>.txt, gzipped), bleu_*.json and "
+                        "run.json, so that each BLEU can be scored again "
+                        "(fairseq_acvi/mt_eval/kept_outputs.py)")
     args = p.parse_args(argv)
     try:
         found = find_runs(args.runs) if args.runs else []
@@ -81,6 +89,13 @@ def main(argv=None) -> int:
         return 2
     agg = aggregate(runs)
     os.makedirs(args.out_dir, exist_ok=True)
+    kept = []
+    if args.keep_outputs:
+        try:
+            kept = keep_outputs(runs, args.out_dir)
+        except ReportError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     public = [{k: v for k, v in r.items() if k not in ("dir", "source")}
               | {"run": os.path.relpath(r["dir"]) if r["dir"] else r.get("run")} for r in runs]
     with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as f:
@@ -89,7 +104,8 @@ def main(argv=None) -> int:
         f.write(markdown(runs, agg, args.title or default_title(runs), base=args.paired_base))
     written = [] if args.no_charts else charts(runs, agg, args.out_dir)
     print(f"[mt_report] {len(runs)} runs -> {args.out_dir}/report.md, results.json"
-          + (", " + ", ".join(os.path.basename(w) for w in written) if written else ""))
+          + (", " + ", ".join(os.path.basename(w) for w in written) if written else "")
+          + (f"; the decoded outputs of {len(kept)} runs in {args.out_dir}/outputs/" if kept else ""))
     if args.compare:
         for line in compare(agg, *args.compare, runs=runs):
             print(line)

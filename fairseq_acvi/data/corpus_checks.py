@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Union
 
-from fairseq_acvi.data.text_lines import decode_lines
+from fairseq_acvi.data.text_lines import decode_lines, read_bytes
 
 
 class DataError(RuntimeError):
@@ -43,14 +43,18 @@ def log(msg: str) -> None:
 
 def read_lines(path: Path) -> List[str]:
     """Lines of a UTF-8 text file without their ``\\n`` (a final newline does not add an empty line;
-    a leading byte-order mark is skipped: :func:`~fairseq_acvi.data.text_lines.decode_lines`).
+    a leading byte-order mark is skipped: :func:`~fairseq_acvi.data.text_lines.decode_lines`; a
+    ``.gz`` name is read decompressed: :func:`~fairseq_acvi.data.text_lines.read_bytes`).
 
     Raises DataError if the file is missing, uses CR line ends or is not UTF-8 (with the line).
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing file: {path}")
-    raw = path.read_bytes()
+    try:
+        raw = read_bytes(path)
+    except ValueError as e:
+        raise DataError(str(e)) from None
     if b"\r" in raw:
         line = raw[: raw.index(b"\r")].count(b"\n") + 1
         raise DataError(f"{path}:{line}: carriage return found; convert the file to LF line endings")

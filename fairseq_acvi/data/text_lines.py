@@ -11,7 +11,8 @@ a line is and on what they refuse:
   ``newline="lf"``: only LF ends a line and a CR just before it is dropped, so a stray CR inside a
   line stays in that line instead of splitting it (line-aligned corpora, where a split line would
   shift every later pair);
-* a final line ending does not add an empty line.
+* a final line ending does not add an empty line;
+* a file whose name ends in ``.gz`` is read decompressed (:func:`read_bytes`).
 
 :func:`read_lines` and :func:`read_aligned` read line-aligned files (one example per line:
 summaries, references, sources), where an empty line is an error unless allowed and the files of
@@ -20,6 +21,7 @@ one set must have as many lines.
 from __future__ import annotations
 
 import codecs
+import gzip
 from typing import Dict, List, Sequence
 
 NEWLINES = ("any", "lf")
@@ -48,11 +50,24 @@ def decode_lines(data: bytes, path: str, newline: str = "any") -> List[str]:
     return lines
 
 
+def read_bytes(path) -> bytes:
+    """The bytes of the file ``path``; a name ending in ``.gz`` is decompressed (the decoded
+    outputs kept beside a result page are stored so). A damaged ``.gz`` raises ``ValueError``
+    naming the file."""
+    if not str(path).endswith(".gz"):
+        with open(path, "rb") as f:
+            return f.read()
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    except (OSError, EOFError) as e:
+        raise ValueError(f"{path}: not a readable gzip file ({e})") from None
+
+
 def read_text_lines(path, newline: str = "any") -> List[str]:
-    """The lines of the UTF-8 text file ``path`` (see the module docstring)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return decode_lines(data, str(path), newline)
+    """The lines of the UTF-8 text file ``path`` (see the module docstring; ``.gz``:
+    :func:`read_bytes`)."""
+    return decode_lines(read_bytes(path), str(path), newline)
 
 
 def read_lines(path: str, allow_empty: bool = False) -> List[str]:

@@ -11,10 +11,12 @@ for bAbI: the tests and other scripts call these directly, and ``cli/`` holds on
 * :mod:`.summary` — mean ± std over seeds per pair and variant (finished runs only), seed-by-seed
   paired differences, ``--compare``.
 * :mod:`.render` — ``report.md`` and the PNG charts.
+* :mod:`.kept_outputs` — the hypotheses and scores kept beside a report (``--keep-outputs``).
 """
 from fairseq_acvi.mt_eval.logs import (
     ReportError, likelihood_bits, model_parameters, parse_train_log, parse_validate_log,
     training_finished, training_wall)
+from fairseq_acvi.mt_eval.kept_outputs import keep_outputs
 from fairseq_acvi.mt_eval.render import charts, default_title, fmt, markdown, own_corpus, variant_order
 from fairseq_acvi.mt_eval.runs import (
     ABLATIONS, SPLITS, STOCHASTIC_CONTEXTS, combine_runs, default_mc_samples, find_runs,
@@ -29,4 +31,5 @@ __all__ = [
     "variant_order", "ABLATIONS", "SPLITS", "STOCHASTIC_CONTEXTS", "combine_runs",
     "default_mc_samples", "find_runs", "load_merged", "mc_sweep", "pair_splits", "read_run",
     "run_splits", "source_use", "PAIRED_BASE", "aggregate",
-    "base_candidates", "compare", "is_finished", "mean_std", "paired", "paired_base", "wps_device"]
+    "base_candidates", "compare", "is_finished", "mean_std", "paired", "paired_base", "wps_device",
+    "keep_outputs"]

@@ -1,0 +1,72 @@
+"""The decoded outputs a translation report keeps beside its tables (``mt_report --keep-outputs``),
+so that every BLEU of the report can be scored again from the repository without the run folders
+or the checkpoints.
+
+For each run read from a folder, ``OUT/outputs/<pair>/<variant>_seed<N>/`` receives:
+
+* ``gen_<decode>.txt.gz``: the ``H-<id>`` lines of the run's ``gen_<decode>.txt`` (fairseq-generate's
+  hypotheses, BPE removed, in the file's order), gzip-compressed with a zero timestamp so that the
+  same outputs always give the same bytes; the other lines (source, target, positional scores)
+  are dropped, they can be rebuilt from the data and the hypothesis;
+* ``bleu_<decode>.json`` and ``run.json``, as the recipe wrote them.
+
+``data_scripts/score_mt.py --gen outputs/en_de/acvi_seed1/gen_test2016.txt.gz --ref REF`` reads the
+kept file as it is (the package's text readers decompress a ``.gz`` name:
+:func:`fairseq_acvi.data.text_lines.read_bytes`) and gives the ``bleu_*.json`` figures again.
+Runs taken from ``--merge`` have no folder, and keep what their own report kept.
+"""
+import glob
+import gzip
+import io
+import os
+import shutil
+from typing import List
+
+from fairseq_acvi.mt_eval.logs import ReportError
+
+
+def hypothesis_lines(gen_path: str) -> List[str]:
+    """The ``H-`` lines of a fairseq-generate output, in the file's order, without their newline."""
+    with open(gen_path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.startswith("H-")]
+
+
+def write_gzip_text(path: str, lines: List[str]) -> None:
+    """``lines`` (one per line, LF) gzip-compressed into ``path``, mtime 0: reproducible bytes."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    tmp = path + ".part"
+    with open(tmp, "wb") as f:
+        f.write(buf.getvalue())
+    os.replace(tmp, path)
+
+
+def run_output_dir(out_dir: str, run: dict) -> str:
+    """``OUT/outputs/<pair>/<variant>_seed<N>``."""
+    return os.path.join(out_dir, "outputs", run["pair"], f"{run['variant']}_seed{run['seed']}")
+
+
+def keep_outputs(runs: List[dict], out_dir: str) -> List[str]:
+    """Copy the hypotheses and scores of every run that has a folder (see the module docstring);
+    the folders written. A run whose folder holds a ``bleu_<decode>.json`` but not the
+    ``gen_<decode>.txt`` it was computed from raises :class:`ReportError` naming both: a report
+    that keeps outputs keeps all of them."""
+    written = []
+    for run in runs:
+        run_dir = run.get("dir")
+        if not run_dir:
+            continue
+        dest = run_output_dir(out_dir, run)
+        os.makedirs(dest, exist_ok=True)
+        shutil.copyfile(os.path.join(run_dir, "run.json"), os.path.join(dest, "run.json"))
+        for bleu in sorted(glob.glob(os.path.join(run_dir, "bleu_*.json"))):
+            name = os.path.basename(bleu)[len("bleu_"):-len(".json")]
+            gen = os.path.join(run_dir, f"gen_{name}.txt")
+            if not os.path.isfile(gen):
+                raise ReportError(f"{bleu}: its hypotheses {gen} are missing (--keep-outputs "
+                                  f"keeps what every BLEU was computed from)")
+            shutil.copyfile(bleu, os.path.join(dest, os.path.basename(bleu)))
+            write_gzip_text(os.path.join(dest, f"gen_{name}.txt.gz"), hypothesis_lines(gen))
+        written.append(dest)
+    return written

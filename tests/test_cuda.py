@@ -148,6 +148,44 @@ def test_translation_mixed_precision_round_trip(tmp_path, variant, precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("variant", ["soft", "acvi"])
+def test_translation_without_input_feeding_mixed_precision_round_trip(tmp_path, variant, precision):
+    """``--input-feeding 0`` (method §3.7): training runs every step at once (the decoder LSTM
+    through cuDNN), 60 updates in the mode, loss falls, then step-by-step beam search from the
+    checkpoint in the same mode."""
+    data, text = _train_lstm_reversal(tmp_path, precision, "--context-inference", variant,
+                                      "--input-feeding", "0")
+    _assert_finite(text, ["loss", "nll_loss"] + (["kl"] if variant == "acvi" else []))
+    state = torch.load(tmp_path / "ck" / "checkpoint_last.pt", weights_only=True)
+    assert state["cfg"]["model"].input_feeding == 0
+    _beam_search_12_finite(data, tmp_path / "ck" / "checkpoint_last.pt", precision, 3)
+
+
+@pytest.mark.parametrize("variant", ["soft", "acvi", "structured", "variational", "ved"])
+def test_parallel_pass_equals_the_step_loop_on_cuda(variant):
+    """float32 on the GPU: the parallel pass (fused cuDNN LSTM, every step's context at once) and
+    the step loop give the same log-probabilities and gradients up to float32 rounding; under
+    autocast the parallel pass stays finite and its log-probabilities float32."""
+    from test_parallel_decoder import _forward
+    from test_seq2seq_model import _batch, build_model
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    model, d = build_model(variant, input_feeding=0, mc_samples=3)
+    model.cuda().train()
+    src, lengths, prev = (x.cuda() for x in _batch(d))
+    par, _, par_grad = _forward(model, d, src, lengths, prev, parallel=True)
+    loop, _, loop_grad = _forward(model, d, src, lengths, prev, parallel=False)
+    nonpad = prev.ne(d.pad())
+    torch.testing.assert_close(par[nonpad], loop[nonpad], atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(par_grad, loop_grad, atol=1e-4, rtol=1e-3)
+    with torch.autocast("cuda", dtype=torch.float16):
+        half, _, half_grad = _forward(model, d, src, lengths, prev, parallel=True)
+    assert half.dtype == torch.float32 and torch.isfinite(half[nonpad]).all()
+    assert torch.isfinite(half_grad).all()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("variant", ["pag", "rpag"])
 def test_planning_attention_mixed_precision_round_trip(tmp_path, variant, precision):
     """PAG / rPAG (method §3.4) on the reversal task: 60 updates in the mode with a 3-step plan

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The prepared checks for a lent GPU (one call of the device tool, well inside its 10 minutes), in
+# the order that matters: the parallel decoder's speed against the step loop and fairseq's lstm
+# at the shapes of docs/results/parallel_decoder_2026-11-29/ (the CPU figures there), then the
+# CUDA checks of the parallel path and of every family's mixed precision. Each step has its own
+# time limit and writes its own file under $OUT, so a step that fails or runs out of time loses
+# only itself. From the repository root, on the device:
+#   OUT=$OUT WHEELS=wheels ACVI_DATA=data bash benchmarks/gpu_session.sh speed    # ≈ 6 minutes
+#   OUT=$OUT WHEELS=wheels ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 6 minutes
+# (two calls: each fits the device tool's 10-minute limit with time to spare for the install).
+# The device has Python 3.12 and no package registry: WHEELS (optional) is a folder of wheels
+# carried with the tree (fairseq-fixed's cp312 wheel, bitarray, hydra-core, omegaconf, antlr4's
+# sources: docs/results/gpu_checks_2026-11-28/README.md); the plugin is installed without deps.
+set -uo pipefail
+PART="${1:?usage: gpu_session.sh speed|checks}"
+[[ "$PART" == speed || "$PART" == checks ]] || { echo "error: PART must be speed or checks, got '$PART'" >&2; exit 2; }
+OUT="${OUT:-gpu_out}"
+mkdir -p "$OUT"
+if [[ -n "${WHEELS:-}" ]]; then
+  pip install -q --no-index --find-links "$WHEELS" fairseq-fixed > "$OUT/install.txt" 2>&1
+  pip install -q --no-deps -e . >> "$OUT/install.txt" 2>&1
+fi
+python - > "$OUT/env.txt" 2>&1 <<'PY'
+import platform, torch
+print(platform.python_version(), torch.__version__, torch.version.cuda,
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device")
+PY
+step() {  # step NAME SECONDS COMMAND...: run with a limit, output to $OUT/NAME.txt, status noted
+  local name="$1" limit="$2"; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
+  echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+}
+B=benchmarks/bench_parallel_decoder.py
+if [[ "$PART" == speed ]]; then
+step parallel_multi30k 90 python "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1
+step parallel_word2 90 python "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
+step parallel_char 90 python "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1
+step parallel_cnndm 120 python "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000
+step cuda_parallel_tests 120 python -m pytest -m cuda tests/test_cuda.py -q -n 8 -k "input_feeding or parallel"
+else
+step cuda_tests 420 python -m pytest -m cuda tests/test_cuda.py -q -n 14 -k "not input_feeding and not parallel"
+fi

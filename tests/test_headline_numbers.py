@@ -497,6 +497,37 @@ def test_babi_en_10k_pass_counts_and_means():
     doc.assert_ok()
 
 
+def test_babi_hindi_and_shuffled_tables_11_and_12():
+    """Issue 60's pass counts and means (best of seeds 1-10 by validation) on BENCHMARKS.md and on
+    the Hindi page's summary table, and Hindi task 1, recomputed from the merged results."""
+    columns = [("memn2n", "memn2n"), ("t_memn2n", "t_memn2n_S1"), ("t_memn2n", "t_memn2n_S10")]
+    slash = lambda xs: " / ".join(str(x) for x in xs)
+    found = {}
+    for variant, folder in (("hn", "table11_hn"), ("shuffled", "table12_shuffled")):
+        rel = f"babi_hindi_2026-11-28/{folder}/results_single.json"
+        data = json.loads((RESULTS / rel).read_text())
+        accs = [[_babi_best(data[f"{m}|{t}"], 10, k, t) for t in range(1, 21)] for m, k in columns]
+        found[variant] = ([_passed(a) for a in accs], [f"{statistics.mean(a):.1f}" for a in accs],
+                          [f"{a[0]:.1f}" for a in accs], f"docs/results/{rel}")
+    (hn_pass, hn_mean, hn_task1, hn_src), (sh_pass, sh_mean, _, sh_src) = found["hn"], found["shuffled"]
+    bench = Doc(BENCH)
+    bench.check_prose(r"passes `hn` \*\*(\d+ / \d+ / \d+)\*\* \(MemN2N / t-MEM-NN S = 1 / S = 10\), means "
+                      r"([\d.]+ / [\d.]+ / [\d.]+) %",
+                      [slash(hn_pass), slash(hn_mean)], "bAbI hn (Table 11)", hn_src)
+    bench.check_prose(r"Hindi task 1 ([\d.]+ / [\d.]+ / [\d.]+) %", [slash(hn_task1)],
+                      "bAbI hn task 1", hn_src)
+    bench.check_prose(r"`shuffled` \*\*(\d+ / \d+ / \d+)\*\*,\s+([\d.]+ / [\d.]+ / [\d.]+) %",
+                      [slash(sh_pass), slash(sh_mean)], "bAbI shuffled (Table 12)", sh_src)
+    bench.assert_ok()
+    page = Doc(RESULTS / "babi_hindi_2026-11-28.md")
+    for variant, label, (passes, means, _, src) in (("hn", "`hn` (D Table 11)", found["hn"]),
+                                                  ("shuffled", "`shuffled` (D Table 12)", found["shuffled"])):
+        page.check_prose(re.escape(f"| {label} |") + r" \d+ / \*\*(\d+)\*\* \| \d+ / \*\*(\d+)\*\* \| "
+                         r"\d+ / \*\*(\d+)\*\* \| ([\d.]+ / [\d.]+ / [\d.]+) \(",
+                         [str(p) for p in passes] + [slash(means)], f"bAbI {variant}, page summary", src)
+    page.assert_ok()
+
+
 def test_babi_random_noise_protocol_table():
     base = RESULTS / "babi_2026-11-24_random-noise"
     src1 = "docs/results/babi_2026-11-24_random-noise/results_single_rn0.1_seeds1-10.json"

@@ -1,8 +1,8 @@
-"""Control folders for issue 60 (task 1 only; written under OUT, default runs/hn60/controls):
+"""Control folders for issue 60 (written under OUT, default runs/hn60/controls):
 
-* hn_verbatim: hn task 1 with each answer replaced by the form its supporting statement uses
-  (gusalkhana -> gusalkhaney, bagicha -> bagichey, galiyara -> galiyarey; rasoi ghar, daftar and
-  sayanakaksh unchanged): Hindi sentences, English-like answers.
+* hn_verbatim: hn tasks 1-3 (whose answers are places) with each answer replaced by the form the
+  stories use (gusalkhana -> gusalkhaney, bagicha -> bagichey, galiyara -> galiyarey; rasoi ghar,
+  daftar and sayanakaksh unchanged): Hindi sentences, English-like answers.
 * en_renamed: en task 1 with each answer replaced by a word that never occurs in a story
   (bathroom -> bathroom_a, ...): English sentences, answers not verbatim (as Hindi's four).
 
@@ -15,9 +15,9 @@ from glob import glob
 STORY_FORM = {"gusalkhana": "gusalkhaney", "bagicha": "bagichey", "galiyara": "galiyarey"}
 
 
-def rewrite(src, dst, fn):
+def rewrite(src, dst, fn, tasks=(1,)):
     os.makedirs(dst, exist_ok=True)
-    for path in glob(os.path.join(src, "qa1_*.txt")):
+    for path in [p for t in tasks for p in glob(os.path.join(src, f"qa{t}_*.txt"))]:
         out = []
         with open(path, encoding="utf-8") as f:
             for line in f:
@@ -32,5 +32,6 @@ def rewrite(src, dst, fn):
 if __name__ == "__main__":
     root = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else "runs/hn60/controls"
-    rewrite(os.path.join(root, "hn"), os.path.join(out, "hn_verbatim"), lambda a: STORY_FORM.get(a, a))
+    rewrite(os.path.join(root, "hn"), os.path.join(out, "hn_verbatim"), lambda a: STORY_FORM.get(a, a),
+            tasks=(1, 2, 3))
     rewrite(os.path.join(root, "en"), os.path.join(out, "en_renamed"), lambda a: a + "_a")

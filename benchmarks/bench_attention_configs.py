@@ -1,5 +1,5 @@
 """Speed of seed 003's attention configurations against configuration (i), side by side in one run
-(issue 55; docs/method.md §3.6).
+(docs/method.md §3.6).
 
 The same ``acvi_lstm`` model, scorer and context inference in four configurations:
 

@@ -1,4 +1,4 @@
-"""Speed of ``acvi_video_captioner`` (docs/method.md §3.2), measured side by side in one run (issue 6).
+"""Speed of ``acvi_video_captioner`` (docs/method.md §3.2), measured side by side in one run.
 
 Prints, on the same synthetic frame features and captions:
   * training target words/s (Adam steps, dropout 0.5) of ``--context-inference acvi`` relative to

@@ -1,5 +1,5 @@
 """Training speed of each ``--attention-normalizer`` against softmax, measured side by side in one run
-(issue 56 item 4; docs/method.md §3.5).
+(docs/method.md §3.5).
 
 On the same synthetic batch and sizes, one ``acvi_lstm`` model per normaliser (the same
 ``--context-inference``, soft by default) is trained with the ``elbo`` loss and SGD; every

@@ -1,5 +1,5 @@
 """Training speed of the parallel teacher-forced path (``--input-feeding 0``, docs/method.md §3.7)
-against the step loop, measured side by side in one run (issue 58).
+against the step loop, measured side by side in one run.
 
 For each context inference named, on the same synthetic batches and sizes, training target
 words/s (one ELBO step: forward, backward, SGD update) of
@@ -10,7 +10,7 @@ words/s (one ELBO step: forward, backward, SGD update) of
 
 and fairseq's own ``lstm`` (with its input feeding) at the same sizes. Timings are interleaved
 (the order rotates every round) and reported as medians; the ratios compare runs of one process.
-The target (issue 58): ``parallel`` ≥ 2× ``loop+feed`` at the Multi30K word shape on the CPU.
+The target: ``parallel`` ≥ 2× ``loop+feed`` at the Multi30K word shape on the CPU.
 
 ``--model pointer_generator`` times the CNN/DM preset instead (128-d embeddings, 256-d LSTMs, the
 copy mixture over ``--markers`` OOV markers; coverage off, as in its first training phases, since

@@ -1,4 +1,4 @@
-"""Speed of the seq2seq core, measured side by side in one run (issue 2 targets).
+"""Speed of the seq2seq core against its targets, measured side by side in one run.
 
 Prints, on the same synthetic batches and dimensions:
   * training target words/s of every --context-inference variant relative to ``soft``

@@ -1,4 +1,4 @@
-"""Speed and memory of the pointer-generator (issue 5 targets), measured side by side in one run.
+"""Speed and memory of the pointer-generator against its targets, measured side by side in one run.
 
 Prints, on the same synthetic batches (sources with OOV position markers):
   * training target words/s (forward + backward + Adam step) of ``acvi`` relative to ``soft``,

@@ -1,4 +1,4 @@
-"""Speed of ``acvi_transformer`` against fairseq's ``transformer``, measured side by side (issue 24).
+"""Speed of ``acvi_transformer`` against fairseq's ``transformer``, measured side by side.
 
 Prints, on the same synthetic batches, at the same size (by default ``acvi_transformer_multi30k``'s:
 3 + 3 layers, 256-d, FFN 1024, 4 heads, shared decoder embeddings):

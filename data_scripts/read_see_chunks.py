@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Read See et al.'s CNN/DailyMail chunk files into line-aligned article / summary text (issue 18).
+"""Read See et al.'s CNN/DailyMail chunk files into line-aligned article / summary text.
 
 The chunks are what abisee/cnn-dailymail's ``make_datafiles.py`` writes: per record an 8-byte
 little-endian signed length (``struct`` format ``<q``), then that many bytes of a serialised

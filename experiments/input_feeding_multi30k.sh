@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 58, Build item 4: Multi30K En->De, soft and ACVI, with and without input feeding, trained
+# Multi30K En->De, soft and ACVI, with and without input feeding, trained
 # for the same wall-clock time on one CPU core: the input-feeding model's 20 epochs.
 # Usage (repository root), one context per process (two processes use both cores):
 #   ACVI_DATA=../shared/data bash experiments/input_feeding_multi30k.sh soft

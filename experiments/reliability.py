@@ -1,4 +1,4 @@
-"""Training that survives (issue 25): the reliability suite at full size, with its figures.
+"""Training that survives: the reliability suite at full size, with its figures.
 
     python experiments/reliability.py                  # every item at full size (hours on 2 cores)
     python experiments/reliability.py --quick          # reduced sizes (about half an hour)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Checks of the real frame features on real MSVD clips (issue 23; docs/results/captioning_real_features_*).
+"""Checks of the real frame features on real MSVD clips (docs/results/captioning_real_features_*).
 
 For every clip of ``--videos`` (the 5 clips of ``$ACVI_DATA/msvd/mlds_subset/video``, ``ACVI_DATA`` being
 the data root), with the default backbone of ``data_scripts/extract_video_features.py`` (EfficientNet-Lite0,

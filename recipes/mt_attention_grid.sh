@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 003's attention grid on Multi30K En->De (issue 55): no attention, and 4 scorers x 3
+# Seed 003's attention grid on Multi30K En->De: no attention, and 4 scorers x 3
 # configurations ((i) encoder, (ii) + the decoder's past, (iii) + self-attention), soft attention,
 # one seed each (STAGE=grid); more seeds of the best two cells and of (i) with their scorers
 # (STAGE=seeds); ACVI in the best cell's configuration (STAGE=acvi). Every cell is one run of

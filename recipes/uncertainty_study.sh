@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 57's study on Multi30K En->De: what ACVI's samples know about the model being wrong, beside
-# Monte-Carlo dropout and a deep ensemble, on test2016 (Flickr) and test_2017_mscoco (COCO, out of
-# domain). Per seed N: soft, ACVI (K context samples), soft with K dropout masks; and the soft
-# seeds as one ensemble. Trainings are recipes/mt_multi30k.sh's (current presets). From the
+# The uncertainty study on Multi30K En->De: what ACVI's samples know about the model being wrong,
+# beside Monte-Carlo dropout and a deep ensemble, on test2016 (Flickr) and test_2017_mscoco (COCO,
+# out of domain). Per seed N: soft, ACVI (K context samples), soft with K dropout masks; and the
+# soft seeds as one ensemble. Trainings are recipes/mt_multi30k.sh's (current presets). From the
 # repository root (DRY_RUN=1: the settings and the plan only):
 #   STAGE=all bash recipes/uncertainty_study.sh
 # Every variable, the outputs and the cost: docs/recipes/uncertainty_study.md

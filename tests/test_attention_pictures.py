@@ -1,6 +1,6 @@
-"""python -m fairseq_acvi.cli.attention_pictures on checkpoints trained through fairseq-train
-(issue 20 item 4): the hypothesis is fairseq-generate's, the attention rows are distributions over
-the source, planning attention's switch g_t is drawn with it."""
+"""python -m fairseq_acvi.cli.attention_pictures on checkpoints trained through fairseq-train:
+the hypothesis is fairseq-generate's, the attention rows are distributions over the source,
+planning attention's switch g_t is drawn with it."""
 import json
 
 import pytest

@@ -1,4 +1,4 @@
-"""Hindi bAbI (issue 60): multi-word and inflected answers through the parser, the answer
+"""Hindi bAbI: multi-word and inflected answers through the parser, the answer
 vocabulary and the evaluation, on lines of the release's ``hn`` folder, and a Hindi task trained
 through fairseq-train / fairseq-validate on a small slice of the real files.
 

@@ -1,4 +1,4 @@
-"""The bAbI report command (issue 3, item 5): train → select by validation → test → markdown/PNG.
+"""The bAbI report command: train → select by validation → test → markdown/PNG.
 
 A tiny budget (a few updates) on the real tasks 1-2: the numbers are not good, but the report's
 bookkeeping is checked against the JSON it writes — best run by validation, passed/mean rows,
@@ -402,8 +402,8 @@ def test_sigma_init_reaches_the_t_memn2n_posterior(shared_data):
 
 
 def test_report_on_a_hindi_multi_word_answer_folder_names_the_variant(tmp_path):
-    """Issue 19: a report on the `hn` folder (generated here: Devanagari, answers of one to three
-    words) names the variant, sets its single-task results beside the seed's Hindi table (D Table
+    """A report on the `hn` folder (generated here: Devanagari, answers of one to three words)
+    names the variant, sets its single-task results beside the seed's Hindi table (D Table
     11), records the variant with every run, shows answers as written (no join character), and
     refuses to mix variants."""
     import shutil

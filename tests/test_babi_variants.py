@@ -1,4 +1,4 @@
-"""Every folder of the bAbI v1.2 release (issue 19): answer shapes, Hindi (Devanagari and Latin
+"""Every folder of the bAbI v1.2 release: answer shapes, Hindi (Devanagari and Latin
 letters), the shuffled vocabulary, CRLF / BOM / non-UTF-8 files, data_scripts/get_babi.sh, and a
 multi-word-answer task through the real fairseq-train / fairseq-validate.
 

@@ -1,5 +1,5 @@
-"""CNN/DailyMail in See et al.'s chunk format (issue 18, item 1): data_scripts/read_see_chunks.py (the
-protobuf wire format decoded without TensorFlow), prepare_cnndm.py --see-vocab and the wrapper
+"""CNN/DailyMail in See et al.'s chunk format: data_scripts/read_see_chunks.py (the protobuf wire
+format decoded without TensorFlow), prepare_cnndm.py --see-vocab and the wrapper
 data_scripts/prepare_cnndm_see.sh.
 
 Synthetic chunks test the decoder and its errors; the real chunks of $ACVI_DATA/cnn_dm_see_chunks (or

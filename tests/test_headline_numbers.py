@@ -498,8 +498,9 @@ def test_babi_en_10k_pass_counts_and_means():
 
 
 def test_babi_hindi_and_shuffled_tables_11_and_12():
-    """Issue 60's pass counts and means (best of seeds 1-10 by validation) on BENCHMARKS.md and on
-    the Hindi page's summary table, and Hindi task 1, recomputed from the merged results."""
+    """bAbI `hn` and `shuffled` (Tables 11 and 12): pass counts and means (best of seeds 1-10 by
+    validation) on BENCHMARKS.md and on the Hindi page's summary table, and Hindi task 1,
+    recomputed from the merged results."""
     columns = [("memn2n", "memn2n"), ("t_memn2n", "t_memn2n_S1"), ("t_memn2n", "t_memn2n_S10")]
     slash = lambda xs: " / ".join(str(x) for x in xs)
     found = {}

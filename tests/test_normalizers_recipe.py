@@ -1,4 +1,4 @@
-"""recipes/mt_normalizers.sh (issue 56 item 3, not run here): its variables are checked before any
+"""recipes/mt_normalizers.sh (not run here): its variables are checked before any
 work, a dry run prints the resolved settings, and the page documents every variable. The recipe
 runs from an empty folder with a PYTHON that only records that it was started."""
 import os

@@ -1,4 +1,4 @@
-"""Every option is checked where it is read, with an error naming it (issue 53, items 1, 4, 5):
+"""Every option is checked where it is read, with an error naming it:
 ACVI's defaults and the best checkpoint by likelihood, ranges and types, options of another
 variant, unknown --model-overrides keys, checkpoints that carry a checksum, files that are not
 checkpoints, an empty line in fairseq-interactive, the logged KL weight and --valid-mc-samples."""

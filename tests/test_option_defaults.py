@@ -1,4 +1,4 @@
-"""Every seq2seq and context-inference option has exactly one default (issue 21 item 5):
+"""Every seq2seq and context-inference option has exactly one default:
 argparse leaves it None, and the model's SEQ2SEQ_DEFAULTS or the variant's DEFAULTS fill it."""
 import argparse
 

@@ -1,6 +1,6 @@
-"""Planning attention's data and recipe (issue 20, items 2-3; docs/method.md §3.4): Multi30K with a BPE
-source and a character target (data_scripts/prepare_multi30k_char.{sh,py}), the character detokenisation
-and chrF of data_scripts/score_mt.py, the presets pag_lstm_wmt15 / pag_lstm_multi30k_char, and
+"""Planning attention's data and recipe (docs/method.md §3.4): Multi30K with a BPE source and a
+character target (data_scripts/prepare_multi30k_char.{sh,py}), the character detokenisation and
+chrF of data_scripts/score_mt.py, the presets pag_lstm_wmt15 / pag_lstm_multi30k_char, and
 recipes/mt_pag.sh.
 
 The fake Multi30K folder (first 300 train / 40 val and test lines of the shared copy, or synthetic text)

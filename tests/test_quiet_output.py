@@ -1,5 +1,5 @@
 """fairseq's habits with the plugin loaded, through the real CLIs on one tiny ACVI model trained for
-2 updates (issue 53 item 5):
+2 updates:
 
 * no hydra deprecation warnings, ``DEBUG:hydra`` or ``DEBUG:matplotlib`` lines (fairseq_acvi/quiet.py),
   fairseq's own INFO log kept;

@@ -1,5 +1,5 @@
 """Every recipe checks its variables before any work and prints the settings it resolved
-(recipes/lib_check.sh; issue 53 item 4).
+(recipes/lib_check.sh).
 
 A bad value must stop the recipe with exit status 2 and ``[recipe] error: NAME must be ...`` before
 anything runs: the recipes run here with a ``python`` (and ``PYTHON``) that only records that it

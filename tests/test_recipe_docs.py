@@ -1,5 +1,5 @@
 """Recipe headers are short and point at their page in docs/recipes/, and that page documents every
-environment variable the recipe reads (issue 21 item 7)."""
+environment variable the recipe reads."""
 import re
 from pathlib import Path
 

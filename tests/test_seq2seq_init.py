@@ -65,7 +65,8 @@ def test_multi30k_preset_matches_fairseq_lstm_in_size():
     ``--arch lstm --encoder-bidirectional`` at the same size: 7,978,931 on Multi30K En→De's
     threshold-2 dictionaries of 5,921 / 7,859 symbols as data_scripts/prepare_multi30k.py builds
     them (padding factor 1). fairseq-preprocess's default padding to a multiple of 8 (5,928 /
-    7,864 symbols) adds 7·256 + 5·(256 + 257) = 4,357, the 7,983,288 measured in issue 17."""
+    7,864 symbols) adds 7·256 + 5·(256 + 257) = 4,357, the 7,983,288 counted for soft
+    attention in the Multi30K training runs."""
     from fairseq.models.lstm import LSTMModel, base_architecture as lstm_base
 
     src, tgt = _dict_of_size(5921), _dict_of_size(7859)

@@ -1,4 +1,4 @@
-"""Summarization evaluation beyond ROUGE (issue 18, item 3): novel and repeated n-gram rates
+"""Summarization evaluation beyond ROUGE: novel and repeated n-gram rates
 (fairseq_acvi.metrics.ngrams), the lead-3 baseline (fairseq_acvi.summ_eval.lead) and the fixed
 test subsets with See et al.'s outputs beside them (data_scripts/cnndm_subset.py).
 """

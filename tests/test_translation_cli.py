@@ -154,7 +154,7 @@ def test_mc_samples_override_and_weights_only_loading(data_bin, tmp_path):
 
 def test_preset_normalises_annotations_and_older_checkpoints_load_as_trained(data_bin, tmp_path):
     """acvi_lstm_multi30k's ACVI normalises the annotations and draws its evaluation samples in
-    antithetic pairs (the configuration chosen on Multi30K validation, issue 26) and the
+    antithetic pairs (the configuration chosen on Multi30K validation) and the
     checkpoint records both; a checkpoint written before --acvi-value-norm / --mc-sampling existed
     (its options lack them) loads as it was trained and decoded then, not with today's preset
     defaults."""

@@ -167,7 +167,7 @@ def test_model_learns_to_caption_from_features(variant):
     the context towards N(0, I), makes it the slower one: about 30 -> 10 nats)."""
     torch.manual_seed(0)
     # init_scale=0: PyTorch's per-layer defaults. At these toy widths (7-9 units) the default
-    # U(-0.1, 0.1), chosen for real widths (256+; issue 17), is far below U(±1/√H) and the model
+    # U(-0.1, 0.1), chosen for real widths (256+), is far below U(±1/√H) and the model
     # sits on a unigram plateau (NLL ≈ 19) for hundreds of steps at any learning rate.
     model, d, _ = build(variant, init_scale=0.0)
     model.train()

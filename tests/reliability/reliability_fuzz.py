@@ -1,4 +1,4 @@
-"""Item 5 of the reliability suite (issue 25): generated corruptions of every data reader's input.
+"""Item 5 of the reliability suite: generated corruptions of every data reader's input.
 
 Each case writes a valid input (seeded), corrupts one file in one way, reads it with the reader
 under test and classifies what happened:

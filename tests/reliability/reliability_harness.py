@@ -1,4 +1,4 @@
-"""The reliability suite's machinery (issue 25), shared by ``tests/reliability/test_*.py`` (small
+"""The reliability suite's machinery, shared by ``tests/reliability/test_*.py`` (small
 sizes, CI) and ``experiments/reliability.py`` (full sizes, the figures of BENCHMARKS.md).
 
 Training runs go through fairseq's own CLIs (``fairseq_cli.train.cli_main`` with its argv), each in

@@ -1,4 +1,4 @@
-"""Item 3 of issue 25: ``--memory-efficient-fp16`` soak: no update is ever applied on a non-finite
+"""``--memory-efficient-fp16`` soak: no update is ever applied on a non-finite
 loss or gradient, no parameter ever becomes non-finite, every loss-scale overflow is skipped and
 training recovers from it (reliability_harness.py: :func:`fp16_soak`).
 

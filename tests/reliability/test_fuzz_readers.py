@@ -1,4 +1,4 @@
-"""Item 5 of issue 25: generated corruptions of every reader's input (reliability_fuzz.py); every
+"""Generated corruptions of every reader's input (reliability_fuzz.py); every
 case loads correctly or stops with a clear error naming the file and the line or record: no bare
 traceback, no hang, no silently dropped or altered record.
 

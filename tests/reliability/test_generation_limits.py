@@ -1,4 +1,4 @@
-"""Item 6 of issue 25: decoding at the edges: ``mc_samples`` 0, -1 and 1,000, beam 1 and 50 (more
+"""Decoding at the edges: ``mc_samples`` 0, -1 and 1,000, beam 1 and 50 (more
 than the vocabulary), sources longer than the model's or the command's --max-source-positions,
 fairseq-interactive with the plugin (unknown words, an empty line, an over-long line), and
 t-MEM-NN's mc_samples in fairseq-validate: each works, or fails with an error whose message names

@@ -1,4 +1,4 @@
-"""Item 2 of issue 25: SIGKILL while a checkpoint is being written; the newest complete checkpoint
+"""SIGKILL while a checkpoint is being written: the newest complete checkpoint
 loads, and restarting the same command resumes and finishes exactly as an uninterrupted run.
 
 A process kills itself inside a chosen file operation of a chosen save (a write or copy cut after

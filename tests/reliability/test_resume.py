@@ -1,4 +1,4 @@
-"""Item 1 of issue 25: a run stopped and resumed from checkpoint_last.pt trains exactly as one that
+"""A run stopped and resumed from checkpoint_last.pt trains exactly as one that
 was not (tests/reliability/reliability_harness.py: :func:`resume_case`).
 
 N updates in one run against N/2, stop, resume (the same command with the larger --max-update),

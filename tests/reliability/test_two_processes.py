@@ -1,4 +1,4 @@
-"""Item 4 of issue 25: two gloo ``legacy_ddp`` processes against one process with
+"""Two gloo ``legacy_ddp`` processes against one process with
 ``--update-freq 2`` on the same data and seed (reliability_harness.py: :func:`ddp_vs_update_freq`).
 
 Both see the same pairs of batches per update (rank r takes batches r, r + 2, ...; the single

@@ -92,6 +92,7 @@ def test_mt_report_keeps_the_hypotheses_of_every_decode(tmp_path, capsys):
     assert mt_report.main(argv) == 0
     kept = out / "outputs" / "en_de" / "acvi_seed2"
     assert sorted(p.name for p in kept.iterdir()) == ["bleu_valid.json", "gen_valid.txt.gz", "run.json"]
+    assert "Decoded outputs of 1 run (hypotheses" in (out / "report.md").read_text(encoding="utf-8")
     with gzip.open(kept / "gen_valid.txt.gz", "rt", encoding="utf-8") as f:
         assert f.read().splitlines() == [x for x in lines if x.startswith("H-")]
     first = (kept / "gen_valid.txt.gz").read_bytes()

@@ -102,6 +102,10 @@ def main(argv=None) -> int:
         json.dump({"runs": public, "aggregate": agg}, f, indent=1, default=str)
     with open(os.path.join(args.out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(markdown(runs, agg, args.title or default_title(runs), base=args.paired_base))
+        if kept:
+            f.write(f"\nDecoded outputs of {len(kept)} run{'s' if len(kept) != 1 else ''} (hypotheses, `bleu_*.json`, `run.json`): "
+                    "`outputs/<pair>/<variant>_seed<N>/`; `data_scripts/score_mt.py --gen "
+                    "outputs/<pair>/<run>/gen_<split>.txt.gz --ref REFERENCE` scores one again.\n")
     written = [] if args.no_charts else charts(runs, agg, args.out_dir)
     print(f"[mt_report] {len(runs)} runs -> {args.out_dir}/report.md, results.json"
           + (", " + ", ".join(os.path.basename(w) for w in written) if written else "")

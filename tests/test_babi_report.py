@@ -158,6 +158,28 @@ def test_more_seeds_then_merge_equals_one_best_of_n(tmp_path, shared_data):
     # the merging command's own --seeds (1 here) does not describe the merged runs
     assert "best of 1 seed(s)" not in md and "not trained by this command" in md
     assert "best of 2 seed(s)" in (tmp_path / "a" / "babi_report.md").read_text()
+    # every run records its options, so the merged report states the runs' own, not the merge's
+    assert "the options each section's runs were trained with are its first line" in md
+    assert re.search(r"MemN2N: best of 3 runs per task .*; optimizer \w+, lr [\d.]+ halved every "
+                     r"\d+ epochs, 2 epochs, clip [\d.]+, 3 hops, \w+ tying, empty memories `\w+`, "
+                     r"random noise 0\.0, linear start \d+ epochs", md), md[:1500]
+
+
+def test_runs_line_states_recorded_options_and_says_when_they_differ_or_are_missing():
+    from fairseq_acvi.babi_eval.render import recorded_protocols, runs_line
+    proto = {"optimizer": "adam", "lr": 0.01, "epochs": 100, "anneal_every": 25, "clip_norm": 40.0,
+             "hops": 3, "tying": "adjacent", "empty_memories": "attend", "random_noise": 0.1,
+             "linear_start_epochs": 20}
+    run = {"seed": 1, "valid": 90.0, "embed_dim": 50, "protocol": proto}
+    same = {"memn2n|1": {"runs": [run, dict(run, seed=2)]}}
+    assert recorded_protocols(same, "memn2n") == [proto]
+    assert ("optimizer adam, lr 0.01 halved every 25 epochs, 100 epochs, clip 40.0, 3 hops, "
+            "adjacent tying, empty memories `attend`, random noise 0.1, linear start 20 epochs"
+            in runs_line(same))
+    other = {"memn2n|1": {"runs": [run, dict(run, seed=2, protocol=dict(proto, lr=0.02))]}}
+    assert "the runs were trained with different options (lr)" in runs_line(other)
+    old = {"memn2n|1": {"runs": [run, {"seed": 2, "valid": 80.0, "embed_dim": 50}]}}
+    assert recorded_protocols(old, "memn2n") is None and "optimizer" not in runs_line(old)
 
 
 def test_merge_takes_results_files_and_reproduces_the_published_best_of_20_table(tmp_path):

@@ -64,6 +64,20 @@ def model_options(arch: str, args) -> Dict[str, Any]:
     return opts
 
 
+def run_protocol(arch: str, args, epochs: int, anneal_every: int) -> Dict[str, Any]:
+    """The training options one run records beside its results (``info["protocol"]``), so that a
+    report merged from several commands states the options its runs were trained with: the
+    model's options but δ (:func:`model_options`; δ is ``info["embed_dim"]``), the optimizer, its
+    learning rate and halving interval, the epochs, the gradient clip and, for t-MEM-NN, the
+    t-divergence. Plain Python values only."""
+    opts = {k: v for k, v in model_options(arch, args).items() if k not in ("arch", "embed_dim")}
+    opts.update(optimizer=str(args.optimizer), lr=float(args.lr), epochs=int(epochs),
+                anneal_every=int(anneal_every), clip_norm=float(args.clip_norm))
+    if arch != "memn2n":
+        opts["t_divergence"] = str(args.t_divergence)
+    return opts
+
+
 def build_model(task, options: Dict[str, Any]):
     """The model that :func:`model_options` describe, on ``task``'s dictionary and memory size:
     MemN2NModel / TMemN2NModel (fairseq_acvi/models/memn2n.py), freshly initialised from the

@@ -242,6 +242,34 @@ def attention_section(args) -> List[str]:
     return lines
 
 
+def protocol_text(p: dict) -> str:
+    """One run's recorded training options (:func:`~fairseq_acvi.babi_eval.build.run_protocol`)
+    in words."""
+    text = (f"optimizer {p['optimizer']}, lr {p['lr']} halved every {p['anneal_every']} epochs, "
+            f"{p['epochs']} epochs, clip {p['clip_norm']}, {p['hops']} hops, {p['tying']} tying, "
+            f"empty memories `{p['empty_memories']}`, random noise {p['random_noise']}, linear "
+            f"start {p['linear_start_epochs']} epochs")
+    if "t_divergence" in p:
+        text += (f", t-divergence `{p['t_divergence']}`, prior ν={p['prior_dof']}, initial σ "
+                 f"{p['sigma_init']}")
+    if p.get("answer_classes", "dictionary") != "dictionary":
+        text += f", answers over the training answers (`--answer-classes {p['answer_classes']}`)"
+    return text
+
+
+def recorded_protocols(results: dict, arch: str) -> Optional[List[dict]]:
+    """The distinct training options the runs of ``arch`` recorded, or None when any run
+    records none (runs written before runs kept them)."""
+    runs = [r for k, v in results.items() if k.split("|")[0] == arch for r in v.get("runs", [])]
+    if not runs or any("protocol" not in r for r in runs):
+        return None
+    distinct = []
+    for r in runs:
+        if r["protocol"] not in distinct:
+            distinct.append(r["protocol"])
+    return distinct
+
+
 def runs_line(results: dict) -> str:
     """What the results themselves say about their protocol (true also for --merge and
     --render-only, whose command-line options need not be the runs'): per model, runs per task,
@@ -267,8 +295,25 @@ def runs_line(results: dict) -> str:
         if batching:
             line += ", " + "/".join(f"{u} updates per epoch (≈ {b} questions each)"
                                     for u, b in batching)
+        protocols = recorded_protocols(results, arch)
+        if protocols and len(protocols) == 1:
+            line += "; " + protocol_text(protocols[0])
+        elif protocols:
+            differ = sorted({k for p in protocols for k in p if any(p.get(k) != q.get(k)
+                                                                   for q in protocols)})
+            line += f"; the runs were trained with different options ({', '.join(differ)})"
         parts.append(line)
     return "From the results: " + "; ".join(parts) + "."
+
+
+def merged_header(args, recorded: bool) -> str:
+    """The header's options sentence for ``--merge`` / ``--render-only``: the runs' own (each
+    section's first line) when every run records them, else this command's, said to be so."""
+    if recorded:
+        return ("the options each section's runs were trained with are its first line (results "
+                "merged or re-rendered, not trained by this command)")
+    return ("the runs do not record all their options (each section's first line gives what they "
+            "do); those below are this command's, which need not be theirs")
 
 
 def seeds_clause(args) -> str:
@@ -293,13 +338,27 @@ def answer_classes_clause(args) -> str:
 
 def render(args):
     """Write OUT/babi_report.md (and the charts) from OUT/results_<setup>.json; the header
-    gives ``args``' options, each section :func:`runs_line`'s account of its runs."""
+    gives ``args``' options (with ``--merge`` / ``--render-only``: the runs' own, when every run
+    records them, :func:`merged_header`), each section :func:`runs_line`'s account of its runs."""
     variant = getattr(args, "variant", None) or data_variant(args.data)
     folder = os.path.basename(os.path.normpath(args.data))
     single_source, single_variant, single_published = babi_single_published(variant)
+    data = f"Data: `{variant}`" + ("" if folder == variant else f" (folder `{folder}`)")
+    if getattr(args, "merge", None) or getattr(args, "render_only", False):
+        all_results = [load_json(os.path.join(args.out_dir, f"results_{s}.json"))
+                       for s in ("single", "joint")]
+        archs = [(res, a) for res in all_results for a in ("memn2n", "t_memn2n")
+                 if any(k.split("|")[0] == a for k in res)]
+        recorded = bool(archs) and all(recorded_protocols(res, a) for res, a in archs)
+        data += "; " + merged_header(args, recorded)
+        if recorded:
+            data += ("; the best run per task by validation accuracy, ties broken by the lower "
+                     "validation NLL; each run keeps its best-validation epoch by the same order.")
+            out = [f"# bAbI report: {variant} (docs/method.md §4-5)", "", data, ""]
+            return _render_sections(args, variant, single_source, single_variant,
+                                    single_published, out)
     out = [f"# bAbI report: {variant} (docs/method.md §4-5)", "",
-           f"Data: `{variant}`" + ("" if folder == variant else f" (folder `{folder}`)")
-           + f"; optimizer {args.optimizer}, lr {args.lr} (halved every "
+           data + f"; optimizer {args.optimizer}, lr {args.lr} (halved every "
            f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip {args.clip_norm}, "
            f"δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
            f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
@@ -312,6 +371,11 @@ def render(args):
            f"accuracy, ties broken by the lower "
            f"validation NLL (runs that record one); each run keeps its best-validation epoch "
            f"by the same order.", ""]
+    return _render_sections(args, variant, single_source, single_variant, single_published, out)
+
+
+def _render_sections(args, variant, single_source, single_variant, single_published, out):
+    """The sections of :func:`render` after its header ``out``; writes the file."""
     for setup, published, published_variant, title in [
             ("single", single_published, single_variant, f"Single-task training ({single_source})"),
             ("joint", BABI_JOINT, "en", "Joint training (D Table 10)")]:

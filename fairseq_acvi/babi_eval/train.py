@@ -24,7 +24,8 @@ from typing import List, Optional
 
 import torch
 
-from fairseq_acvi.babi_eval.build import make_model, make_task, model_options, setup_args
+from fairseq_acvi.babi_eval.build import (make_model, make_task, model_options, run_protocol,
+                                          setup_args)
 from fairseq_acvi.babi_eval.checkpoint import ckpt_name, save_checkpoint
 from fairseq_acvi.babi_eval.evaluate import UNCERTAINTY_SAMPLES, evaluate, validation_score
 from fairseq_acvi.babi_eval.results import check_variant, load_json, write_json
@@ -37,7 +38,8 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
 
     info: "valid" (accuracy %), "valid_nll" (nats per question) and "best_epoch" of the kept
     epoch, "seconds", "ms_per_update", "updates_per_epoch", "embed_dim" (δ), and for t-MEM-NN
-    "nu" (fitted ν per matrix), "divergence_weight" (β), "escort_sampler", "sigma_init".
+    "nu" (fitted ν per matrix), "divergence_weight" (β), "escort_sampler", "sigma_init";
+    "protocol": the training options (:func:`~fairseq_acvi.babi_eval.build.run_protocol`).
     ``batches_per_epoch`` (a fresh partition of the training set into that many parts each
     epoch) or ``batch_size`` (parts of that many questions) sets the minibatches.
     """
@@ -82,6 +84,7 @@ def train_run(task, arch: str, seed: int, epochs: int, anneal_every: int, args,
             "ms_per_update": 1000 * (time.time() - t0) / max(updates, 1),
             "updates_per_epoch": nb, "train_questions": n}
     info["embed_dim"] = model.dim  # the δ the run was built with
+    info["protocol"] = run_protocol(arch, args, epochs, anneal_every)
     if model.answer_bias is not None:  # --answer-classes answers (absent: the whole dictionary)
         info["answer_classes"] = "answers"
     if arch == "t_memn2n":

@@ -316,6 +316,35 @@ def merged_header(args, recorded: bool) -> str:
             "do); those below are this command's, which need not be theirs")
 
 
+def header_options(args, results: Dict[str, dict]) -> str:
+    """The header's options sentence: ``args``' options; with ``--merge`` / ``--render-only``,
+    when every run of ``results`` (setup -> results) records its own, a pointer to them instead
+    (:func:`merged_header`)."""
+    if getattr(args, "merge", None) or getattr(args, "render_only", False):
+        archs = [(res, a) for res in results.values() for a in ("memn2n", "t_memn2n")
+                 if any(k.split("|")[0] == a for k in res)]
+        recorded = bool(archs) and all(recorded_protocols(res, a) for res, a in archs)
+        if recorded:
+            return (merged_header(args, True) + "; the best run per task by validation accuracy, "
+                    "ties broken by the lower validation NLL; each run keeps its "
+                    "best-validation epoch by the same order.")
+        prefix = merged_header(args, False) + "; "
+    else:
+        prefix = ""
+    return (prefix + f"optimizer {args.optimizer}, lr {args.lr} (halved every "
+            f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip "
+            f"{args.clip_norm}, δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: "
+            f"{args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
+            f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
+            f"{args.linear_start_epochs} epochs, t-divergence `{args.t_divergence}`, prior ν="
+            f"{args.prior_dof}, initial σ {args.sigma_init}, escort sampler "
+            f"`{args.escort_sampler}`, divergence weight β={args.divergence_weight} (joint: "
+            f"{setup_args('joint', args).divergence_weight}){answer_classes_clause(args)}; "
+            f"{seeds_clause(args)} by validation accuracy, ties broken by the lower validation "
+            f"NLL (runs that record one); each run keeps its best-validation epoch by the same "
+            f"order.")
+
+
 def seeds_clause(args) -> str:
     """The header's account of the seeds: the command's seed options when it trained the runs;
     with ``--merge`` or ``--render-only`` they say nothing about the results, so the header
@@ -343,48 +372,19 @@ def render(args):
     variant = getattr(args, "variant", None) or data_variant(args.data)
     folder = os.path.basename(os.path.normpath(args.data))
     single_source, single_variant, single_published = babi_single_published(variant)
-    data = f"Data: `{variant}`" + ("" if folder == variant else f" (folder `{folder}`)")
-    if getattr(args, "merge", None) or getattr(args, "render_only", False):
-        all_results = [load_json(os.path.join(args.out_dir, f"results_{s}.json"))
-                       for s in ("single", "joint")]
-        archs = [(res, a) for res in all_results for a in ("memn2n", "t_memn2n")
-                 if any(k.split("|")[0] == a for k in res)]
-        recorded = bool(archs) and all(recorded_protocols(res, a) for res, a in archs)
-        data += "; " + merged_header(args, recorded)
-        if recorded:
-            data += ("; the best run per task by validation accuracy, ties broken by the lower "
-                     "validation NLL; each run keeps its best-validation epoch by the same order.")
-            out = [f"# bAbI report: {variant} (docs/method.md §4-5)", "", data, ""]
-            return _render_sections(args, variant, single_source, single_variant,
-                                    single_published, out)
+    results = {s: load_json(os.path.join(args.out_dir, f"results_{s}.json"))
+               for s in ("single", "joint")}
     out = [f"# bAbI report: {variant} (docs/method.md §4-5)", "",
-           data + f"; optimizer {args.optimizer}, lr {args.lr} (halved every "
-           f"{args.anneal_every} epochs single / {args.joint_anneal_every} joint), clip {args.clip_norm}, "
-           f"δ={args.embed_dim} (t-MEM-NN: {t_embed_dim(args)}; joint: {args.joint_embed_dim}), hops={args.hops}, {args.tying} tying, empty memories "
-           f"`{args.empty_memories}`, random noise {args.random_noise}, linear start "
-           f"{args.linear_start_epochs} epochs, t-divergence `{args.t_divergence}`, prior ν="
-           f"{args.prior_dof}, initial σ {args.sigma_init}, escort sampler `{args.escort_sampler}`, "
-           f"divergence weight "
-           f"β={args.divergence_weight} (joint: "
-           f"{setup_args('joint', args).divergence_weight}){answer_classes_clause(args)}; "
-           f"{seeds_clause(args)} by validation "
-           f"accuracy, ties broken by the lower "
-           f"validation NLL (runs that record one); each run keeps its best-validation epoch "
-           f"by the same order.", ""]
-    return _render_sections(args, variant, single_source, single_variant, single_published, out)
-
-
-def _render_sections(args, variant, single_source, single_variant, single_published, out):
-    """The sections of :func:`render` after its header ``out``; writes the file."""
+           f"Data: `{variant}`" + ("" if folder == variant else f" (folder `{folder}`)")
+           + "; " + header_options(args, results), ""]
     for setup, published, published_variant, title in [
             ("single", single_published, single_variant, f"Single-task training ({single_source})"),
             ("joint", BABI_JOINT, "en", "Joint training (D Table 10)")]:
         pub = "pub." if variant == published_variant else "pub. en-1k"
-        path = os.path.join(args.out_dir, f"results_{setup}.json")
-        res = load_json(path)
+        res = results[setup]
         if not res:
             continue
-        check_variant(res, variant, path)
+        check_variant(res, variant, os.path.join(args.out_dir, f"results_{setup}.json"))
         out += [f"## {title}", "", runs_line(res), ""]
         if variant != published_variant:
             out += [f"The published columns are bAbI en-1k's (docs/method.md §5 lists no {variant} "

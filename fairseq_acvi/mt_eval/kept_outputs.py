@@ -22,13 +22,14 @@ import os
 import shutil
 from typing import List
 
+from fairseq_acvi.data.text_lines import read_text_lines
 from fairseq_acvi.mt_eval.logs import ReportError
 
 
 def hypothesis_lines(gen_path: str) -> List[str]:
-    """The ``H-`` lines of a fairseq-generate output, in the file's order, without their newline."""
-    with open(gen_path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f if line.startswith("H-")]
+    """The ``H-`` lines of a fairseq-generate output, in the file's order, without their newline
+    (read by :func:`~fairseq_acvi.data.text_lines.read_text_lines`: errors name the file and line)."""
+    return [line for line in read_text_lines(gen_path, newline="lf") if line.startswith("H-")]
 
 
 def write_gzip_text(path: str, lines: List[str]) -> None:

@@ -15,9 +15,13 @@ scorer. Timings are interleaved (the order rotates each round) and reported as m
 decoding output length is fixed so that every configuration does the same number of steps.
 Defaults: the CPU preset's sizes (``acvi_lstm_multi30k``: one layer, 256-d) on Multi30K-like
 batches (32 sentences of 20 target and 16 source tokens, 8,000 words), 2 heads as the seed.
+``--input-feeding 0`` builds seed 003's decoder, which reads only the previous word (seed 003
+l. 115): every configuration then trains through the parallel path (docs/method.md §3.7), and
+``--with-loop`` adds each configuration forced through the step loop (``<config> loop``).
 
     python benchmarks/bench_attention_configs.py [--scorers multiplicative,additive]
         [--rounds 5] [--batch 32] [--len 20] [--src-len 16] [--heads 2] [--device cuda]
+        [--input-feeding 0 [--with-loop]]
 """
 import argparse
 import statistics
@@ -45,14 +49,16 @@ def configs(heads: int):
             "(ii+iii)": dict(attend_decoder_past=True, self_attention_heads=heads)}
 
 
-def build(d, scorer, variant, dim, layers, options):
+def build(d, scorer, variant, dim, layers, options, feeding=1, parallel=True):
     args = argparse.Namespace(arch="acvi_lstm", context_inference=variant, encoder_embed_dim=dim,
                               decoder_embed_dim=dim, encoder_hidden_size=dim,
                               decoder_hidden_size=dim, encoder_layers=layers,
                               decoder_layers=layers, dropout=0.3, attention_type=scorer,
-                              attention_dim=dim, mc_samples=0, **options)
+                              attention_dim=dim, mc_samples=0, input_feeding=feeding, **options)
     base_architecture(args)
-    return ACVILSTMModel.build_model(args, _Task(d))
+    model = ACVILSTMModel.build_model(args, _Task(d))
+    model.decoder.parallel_teacher_forcing = parallel
+    return model
 
 
 def decoding_sentences_per_second(models, sample, n, steps, beam, rounds):
@@ -88,7 +94,12 @@ def main():
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--input-feeding", type=int, choices=[0, 1], default=1)
+    p.add_argument("--with-loop", action="store_true",
+                   help="with --input-feeding 0: also each configuration through the step loop")
     a = p.parse_args()
+    if a.with_loop and a.input_feeding:
+        p.error("--with-loop compares the parallel path with the loop: it needs --input-feeding 0")
     torch.set_num_threads(a.threads)
     d = make_dict(a.vocab)
     b = batch(d, a.batch, a.len, 0, a.src_len, a.device)
@@ -96,21 +107,30 @@ def main():
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
     print(f"# {a.context_inference} attention, batch {a.batch}×{a.len} target words (source "
           f"{a.src_len}), vocab {a.vocab}, dim {a.dim}, layers {a.layers}, {a.heads} heads, "
+          f"input feeding {a.input_feeding}, "
           f"{a.rounds} rounds, {a.threads} thread(s), device {device_label(a.device)}; medians; "
           f"decoding: {a.decode_sentences} sentences, beam {a.beam}, {a.len} steps")
     print(f"{'scorer':<15} {'config':<9} {'train w/s':>10} {'vs (i)':>7} {'decode s/s':>11} "
           f"{'vs (i)':>7}")
     for scorer in a.scorers.split(","):
         torch.manual_seed(0)
-        models = {k: build(d, scorer, a.context_inference, a.dim, a.layers, o).to(a.device)
-                  for k, o in configs(a.heads).items()}
+        models = {k: build(d, scorer, a.context_inference, a.dim, a.layers, o,
+                           a.input_feeding).to(a.device) for k, o in configs(a.heads).items()}
+        if a.with_loop:
+            models.update({f"{k} loop": build(d, scorer, a.context_inference, a.dim, a.layers,
+                                              o, 0, parallel=False).to(a.device)
+                           for k, o in configs(a.heads).items()})
         opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
         wps = training_words_per_second(models, opts, b, a.batch * a.len, a.rounds)
-        sps = decoding_sentences_per_second(models, sample, a.decode_sentences, a.len, a.beam,
+        # beam search is step by step whatever the path: the loop rows decode as their configuration
+        sps = decoding_sentences_per_second({k: m for k, m in models.items() if " loop" not in k},
+                                            sample, a.decode_sentences, a.len, a.beam,
                                             max(3, a.rounds // 2))
         for k in models:
-            print(f"{scorer:<15} {k:<9} {wps[k]:10.0f} {wps[k] / wps['(i)']:7.3f} "
-                  f"{sps[k]:11.2f} {sps[k] / sps['(i)']:7.3f}", flush=True)
+            dec = (f"{sps[k]:11.2f} {sps[k] / sps['(i)']:7.3f}" if k in sps
+                   else f"{'-':>11} {'-':>7}")
+            print(f"{scorer:<15} {k:<9} {wps[k]:10.0f} {wps[k] / wps['(i)']:7.3f} {dec}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ SCORERS="${SCORERS:-additive multiplicative scaled-dot key-value}"
 CONFIGS="${CONFIGS:-i ii iii}"
 BASELINE="${BASELINE:-1}"
 HEADS="${HEADS:-2}"
+INPUT_FEEDING="${INPUT_FEEDING:-0}"
 GRID_SEED="${GRID_SEED:-1}"
 BEST_SEEDS="${BEST_SEEDS:-1 2 3}"
 ACVI_SEEDS="${ACVI_SEEDS:-1 2 3}"
@@ -28,13 +29,15 @@ check_choice_list SCORERS ' ' additive multiplicative scaled-dot key-value
 check_choice_list CONFIGS ' ' i ii iii
 check_choice BASELINE 0 1
 check_positive_int HEADS
+check_choice INPUT_FEEDING 0 1
 check_int GRID_SEED
 check_int_list BEST_SEEDS ACVI_SEEDS
 check_choice CELL_ABLATE 0 1
 
 cell_args() {  # cell_args SCORER CONFIG: the fairseq-train options of a cell. (iii) is seed 003's
-  # Table 1 row "attn on encoder and decoder + self-attention": (ii) with self-attention added
-  local args="--attention-type $1"
+  # Table 1 row "attn on encoder and decoder + self-attention": (ii) with self-attention added.
+  # INPUT_FEEDING=0: seed 003's decoder reads only the previous word (its l. 115)
+  local args="--input-feeding $INPUT_FEEDING --attention-type $1"
   [[ "$2" == "ii" || "$2" == "iii" ]] && args+=" --attend-decoder-past"
   [[ "$2" == "iii" ]] && args+=" --self-attention-heads $HEADS"
   echo "$args"
@@ -63,7 +66,7 @@ EOF_PY
 plan=()   # one line per cell: CONTEXT TAG SEEDS (quoted) TRAIN_ARGS...
 case "$STAGE" in
   grid)
-    [[ "$BASELINE" == "1" ]] && plan+=("none grid-none '$GRID_SEED'")
+    [[ "$BASELINE" == "1" ]] && plan+=("none grid-none '$GRID_SEED' --input-feeding $INPUT_FEEDING")
     for s in $SCORERS; do for c in $CONFIGS; do
       plan+=("soft $s-$c '$GRID_SEED' $(cell_args "$s" "$c")")
     done; done ;;
@@ -89,7 +92,7 @@ case "$STAGE" in
     fi ;;
 esac
 for line in ${plan[@]+"${plan[@]}"}; do echo "[recipe] plan: $line"; done
-recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS GRID_SEED BEST_SEEDS ACVI_SEEDS RUNS \
+recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS INPUT_FEEDING GRID_SEED BEST_SEEDS ACVI_SEEDS RUNS \
   CELL_ABLATE THREADS DEVICE PYTHON USER_DIR
 
 for line in "${plan[@]}"; do

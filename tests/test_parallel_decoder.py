@@ -19,11 +19,17 @@ CASES = ([(v, {}) for v in PARALLEL]
          + [("soft", {"attention_type": s}) for s in SCORERS if s != "multiplicative"]
          + [("soft", {"attention_normalizer": n}) for n in ("sparsemax", "entmax15")]
          + [("acvi", {"acvi_sampler": "gumbel"}), ("acvi", {"acvi_mean": "mlp"}),
-            ("variational", {"variational_decode": "exact"}), ("ved", {"ved_word_keep": 0.5})])
+            ("variational", {"variational_decode": "exact"}), ("ved", {"ved_word_keep": 0.5})]
+         # seed 003's configurations (ii), (iii) and both, with each scorer; and under ACVI
+         + [("soft", {"attention_type": s, **o}) for s in SCORERS
+            for o in ({"attend_decoder_past": True}, {"self_attention_heads": 2},
+                      {"attend_decoder_past": True, "self_attention_heads": 2})]
+         + [("acvi", {"attend_decoder_past": True, "self_attention_heads": 2})])
 
 
 def _ids(cases):
-    return [v + "".join(f"-{x}" for x in o.values()) for v, o in cases]
+    return [v + "".join(f"-{k}={x}" if isinstance(x, bool) or k == "self_attention_heads"
+                        else f"-{x}" for k, x in o.items()) for v, o in cases]
 
 
 def _forward(model, d, src, lengths, prev, parallel: bool, seed: int = 1):
@@ -64,6 +70,10 @@ def test_parallel_forward_equals_the_step_loop(variant, options, training):
     if variant != "none":
         torch.testing.assert_close(par_extra["attn"][0], loop_extra["attn"][0],
                                    atol=1e-10, rtol=1e-10)
+    assert ("decoder_past_attn" in par_extra) == bool(options.get("attend_decoder_past"))
+    if "decoder_past_attn" in par_extra:
+        torch.testing.assert_close(par_extra["decoder_past_attn"], loop_extra["decoder_past_attn"],
+                                   atol=1e-10, rtol=1e-10)
     # the model is not a trivial one: its prediction depends on the source
     if variant != "none":
         other = src.flip(0)
@@ -92,10 +102,15 @@ def test_the_additive_scorer_scores_long_passes_a_few_steps_at_a_time(monkeypatc
     torch.testing.assert_close(steps, whole, atol=1e-12, rtol=1e-12)
 
 
-@pytest.mark.parametrize("variant", PARALLEL)
-def test_incremental_decoding_equals_the_parallel_forward(variant):
+@pytest.mark.parametrize("variant,options", [(v, {}) for v in PARALLEL] + [
+    ("soft", {"attend_decoder_past": True, "self_attention_heads": 2, "attention_type": s})
+    for s in SCORERS], ids=_ids([(v, {}) for v in PARALLEL] + [
+        ("soft", {"attend_decoder_past": True, "self_attention_heads": 2, "attention_type": s})
+        for s in SCORERS]))
+def test_incremental_decoding_equals_the_parallel_forward(variant, options):
     torch.manual_seed(0)
-    model, d = build_model(variant, input_feeding=0)
+    model, d = build_model(variant, input_feeding=0, **options)
+    assert model.decoder.runs_in_parallel
     model.double().eval()
     src, lengths, prev = _batch(d)
     inc, full, _, state = incremental_and_full(model, src, lengths, prev)
@@ -109,8 +124,7 @@ def test_incremental_decoding_equals_the_parallel_forward(variant):
     ("soft", {"input_feeding": 1}, "input feeding"),
     ("pag", {"input_feeding": 0}, "planning"),
     ("soft", {"input_feeding": 0, "attention_normalizer": "csoftmax"}, "constrained"),
-    ("soft", {"input_feeding": 0, "attend_decoder_past": True}, "decoder past"),
-    ("soft", {"input_feeding": 0, "self_attention_heads": 2}, "self-attention"),
+    ("soft", {"input_feeding": 1, "attend_decoder_past": True}, "decoder past, fed"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_recurrent_configurations_keep_the_step_loop(variant, options, why):
     torch.manual_seed(0)
@@ -154,3 +168,35 @@ def test_input_feeding_zero_through_the_clis_in_fp16(data_bin, tmp_path):
     assert state["cfg"]["model"].input_feeding == 0
     generate(data_bin, tmp_path / "checkpoint_last.pt", "--fp16", "--model-overrides",
              "{'mc_samples': 3}")
+
+
+def test_the_parallel_path_dispatches_the_same_operators_whatever_the_length():
+    """Every step at once: one training step's forward and backward dispatch as many operators
+    (views aside) at T = 5 as at T = 10, seed 003's options included; the step loop's grow with T."""
+    import collections
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not func.is_view:
+                self.n[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    def count(model, d, T):
+        src, lengths, prev = _batch(d, T=T)
+        with Count() as c:
+            _forward(model, d, src, lengths, prev, parallel=model.decoder.parallel_teacher_forcing)
+        return c.n
+
+    torch.manual_seed(0)
+    model, d = build_model("acvi", input_feeding=0, mc_samples=3, attend_decoder_past=True,
+                           self_attention_heads=2)
+    model.train()
+    assert count(model, d, 5) == count(model, d, 10)
+    model.decoder.parallel_teacher_forcing = False
+    loop5, loop10 = count(model, d, 5), count(model, d, 10)
+    assert sum(loop10.values()) - sum(loop5.values()) > 5 * 50     # dozens of operators per step

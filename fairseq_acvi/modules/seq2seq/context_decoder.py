@@ -13,9 +13,10 @@ recurrence does not read (ACVI's variance, KL and samples).
 
 Without input feeding (``--input-feeding 0``, docs/method.md §3.7) x_t = [E y_{t-1} ; z]: a
 teacher-forced pass then runs each LSTM layer over all steps in one fused call and the scorer,
-the context inference (``steps``) and W_c for all steps at once (:meth:`_all_steps`), where
-nothing else is recurrent (:attr:`runs_in_parallel`); incremental decoding and the recurrent
-configurations run the step loop (:meth:`_step_by_step`).
+the context inference (``steps``) and W_c for all steps at once (:meth:`_all_steps`; seed 003's
+options below as causal attention over all steps), where nothing else is recurrent
+(:attr:`runs_in_parallel`); incremental decoding and the recurrent configurations run the step
+loop (:meth:`_step_by_step`).
 
 A ``stateful`` context inference (planning attention, §3.4) also gets its recurrent state r_{t-1}
 and returns r_t; the state lives in the incremental state beside the LSTM state (keys
@@ -233,8 +234,8 @@ class ContextLSTMDecoder(DecoderPasses, FairseqIncrementalDecoder):
         mem = Memory(cache["keys"], cache["values"], cache["pad"])
         prepared = {k[len("prep_"):]: v for k, v in cache.items() if k.startswith("prep_")}
         if incremental_state is None and self.runs_in_parallel:
-            s, feeds, steps, new_cache = self._all_steps(x, cache, mem, prepared)
-            cov_loss = past_attn = None
+            s, feeds, steps, new_cache, past_attn = self._all_steps(x, cache, mem, prepared)
+            cov_loss = None
         else:
             s, feeds, steps, new_cache, cov_loss, past_attn = self._step_by_step(
                 x, cache, mem, prepared, t0)

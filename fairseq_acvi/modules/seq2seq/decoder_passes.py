@@ -2,7 +2,7 @@
 through the target steps (docs/method.md §2-3, §3.7): the step loop, one step after the other
 (incremental decoding, and every teacher-forced pass of a recurrent configuration), and the
 parallel path, every step of a teacher-forced pass at once (no input feeding, nothing else
-recurrent).
+recurrent; seed 003's attention over the decoder's own states is causal attention there).
 
 :class:`DecoderPasses` is a mixin of the decoder: it reads the parts the decoder builds (``layers``
 (nn.LSTMCell each), ``scorer``, ``context``, ``W_c``, ``self_attn``, ``past_attn``) and its settings
@@ -10,7 +10,7 @@ recurrent).
 Both passes take the embedded inputs x (B, T, E), the incremental state's ``cache``, the prepared
 memory and the context inference's prepared tensors, and return the decoder outputs u (B, T, ·),
 the attentional vectors (B, T, out_dim), the stacked steps (fields (B, T, ...)) before the
-context inference's ``finish``, and the new state.
+context inference's ``finish``, the new state, and seed 003's decoder-past weights or None.
 """
 from typing import Dict
 
@@ -33,11 +33,11 @@ class DecoderPasses:
     def runs_in_parallel(self) -> bool:
         """Whether a teacher-forced pass (no incremental state) computes every step at once
         (:meth:`_all_steps`): no input feeding, a context inference that allows it (not
-        stateful: no planning, no constrained normaliser), no coverage and neither of seed 003's
-        decoder options (their recurrences run step by step)."""
+        stateful: no planning, no constrained normaliser) and no coverage (their recurrences run
+        step by step). Seed 003's decoder options run there too: their attention over the
+        decoder's own states is causal."""
         return (self.parallel_teacher_forcing and not self.input_feeding
-                and self.context.runs_in_parallel and not self.use_coverage
-                and self.self_attn is None and self.past_attn is None)
+                and self.context.runs_in_parallel and not self.use_coverage)
 
     def _layer_params(self, i: int):
         cell = self.layers[i]
@@ -48,8 +48,10 @@ class DecoderPasses:
         """Every step of a teacher-forced pass at once (docs/method.md §3.7; only when
         :attr:`runs_in_parallel`): each LSTM layer over all T steps in one fused call (cuDNN on
         a GPU, ATen's CPU kernel), the scores, the context inference and W_c for all steps in
-        batched calls. x (B, T, E) -> (u (B, T, H), the attentional vectors (B, T, out_dim), the
-        stacked steps (fields (B, T, ...)) before ``finish``, the final state). The values of
+        batched calls; seed 003's self-attention (iii) and attention over the decoder's past (ii)
+        as causal attention over all steps. x (B, T, E) -> (u (B, T, pred_dim), the attentional
+        vectors (B, T, out_dim), the stacked steps (fields (B, T, ...)) before ``finish``, the
+        final state, the decoder-past weights (B, T, t0 + T − 1) or None). The values of
         :meth:`_step_by_step` up to float rounding; the dropout between layers is an ``F.dropout``
         of each layer's outputs, as there (so MC dropout samples it)."""
         extra_in = self.context.decoder_input(prepared)
@@ -66,12 +68,20 @@ class DecoderPasses:
             hs.append(h_i)
             cs.append(c_i)
         s = inp                                                        # (B, T, H)
+        new_cache = dict(cache, h=torch.cat(hs), c=torch.cat(cs))
+        if self.self_attn is not None:             # (iii): q_t replaces s_t below
+            s, new_cache["sa_keys"], new_cache["sa_values"] = self.self_attn.steps(
+                s, cache["sa_keys"], cache["sa_values"])
+        u, past_attn = s, None
+        if self.past_attn is not None:             # (ii): d_t over q_1..q_{t-1}, u_t = [q_t ; d_t]
+            d, past_attn, new_cache["past_keys"], new_cache["past_values"] = self.past_attn.steps(
+                s, cache["past_keys"], cache["past_values"])
+            u = torch.cat([s, d.to(s.dtype)], dim=2)
         out = self.context.steps(self.scorer(s, mem), s, mem, prepared)
         if self.context_ablation == "zero":
             out = out.zeroed()
-        feeds = torch.tanh(self.W_c(torch.cat([s, out.mean.to(s.dtype)], dim=2)))
-        new_cache = dict(cache, h=torch.cat(hs), c=torch.cat(cs))
-        return s, feeds, out, new_cache
+        feeds = torch.tanh(self.W_c(torch.cat([u, out.mean.to(s.dtype)], dim=2)))
+        return u, feeds, out, new_cache, past_attn
 
     def _step_by_step(self, x: Tensor, cache: Dict[str, Tensor], mem: Memory,
                       prepared: Dict[str, Tensor], t0: int):

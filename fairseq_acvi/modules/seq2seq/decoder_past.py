@@ -18,7 +18,9 @@ output and available context vectors" (seed 003 l. 95): tanh(W_c [q_t ; d_t ; c_
 
 The scorer's per-state work (key projections) is position-wise, so each state is prepared once,
 when it is made, and its key and value appended to the past: (B, t, k) and (B, t, v), kept in the
-decoder's incremental state and reordered with the beam.
+decoder's incremental state and reordered with the beam. :meth:`DecoderPastAttention.steps` gives
+T steps at once (the decoder's parallel teacher-forced path, docs/method.md §3.7): every query
+scored against every state in one call, the positions j ≥ t masked.
 """
 from typing import Tuple
 
@@ -61,3 +63,25 @@ class DecoderPastAttention(nn.Module):
         scores = self.scorer(q_t, Memory(keys, values, keys.new_zeros(B, t, dtype=torch.bool)))
         attn = masked_softmax(scores)                                  # (B, t) float32
         return attn.to(values.dtype).unsqueeze(1).bmm(values).squeeze(1), attn
+
+    def steps(self, q: Tensor, keys: Tensor, values: Tensor
+              ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """T steps at once: q (B, T, dim) the states of steps t0+1..t0+T; keys (B, t0, k), values
+        (B, t0, v) of the steps before -> (d (B, T, v) in values' dtype, b (B, T, t0 + T − 1)
+        float32 (0 where a step has no such past position), keys (B, t0 + T, k), values
+        (B, t0 + T, v)): what T calls of ``forward`` then ``append`` give."""
+        B, T = q.shape[:2]
+        t0 = keys.size(1)
+        new = self.scorer.prepare(q, q.new_zeros(B, T, dtype=torch.bool))
+        keys = torch.cat([keys, new.keys.to(keys.dtype)], dim=1)
+        values = torch.cat([values, new.values.to(values.dtype)], dim=1)
+        scores = self.scorer(q, Memory(keys, values, keys.new_zeros(B, t0 + T, dtype=torch.bool)))
+        pos = torch.arange(t0 + T, device=q.device)
+        past = pos.unsqueeze(0) < pos[t0:].unsqueeze(1)                # (T, t0 + T): j < t0 + i
+        has_past = past.any(-1, keepdim=True)                          # (T, 1): False at step 1
+        # a step without a past keeps its finite scores through the softmax, then gets weight 0
+        # (d_1 = 0), so that no -inf-only row makes a NaN in the value or the gradient
+        attn = masked_softmax(scores.masked_fill(~past & has_past, float("-inf")))
+        attn = attn * has_past
+        d = attn.to(values.dtype).bmm(values)                          # (B, T, v)
+        return d, attn[..., :t0 + T - 1], keys, values

@@ -16,7 +16,9 @@ Two uses:
 * :meth:`SelfAttentionBlock.step` — causal and incremental, over the decoder's states: the state
   of step t attends to the states of steps 1..t (itself included, as Vaswani et al.'s masked
   decoder self-attention), whose per-head keys and values (B, heads, t, d_h) the caller keeps
-  (in the decoder's incremental state, reordered with the beam) and passes back at the next step.
+  (in the decoder's incremental state, reordered with the beam) and passes back at the next step;
+* :meth:`SelfAttentionBlock.steps` — the same for T steps at once (the decoder's parallel
+  teacher-forced path, docs/method.md §3.7), a causal mask in one attention call.
 
 The parameters live in a :class:`torch.nn.MultiheadAttention` (``in_proj_weight`` = [W_q; W_k;
 W_v], ``out_proj`` = W_o) and the attention itself is :func:`torch.nn.functional.
@@ -30,6 +32,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+
+from fairseq_acvi.modules.precision import at_least_float32
 
 
 def check_heads(heads, dims, option: str = "--self-attention-heads") -> int:
@@ -76,8 +80,10 @@ class SelfAttentionBlock(nn.Module):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], dtype) -> Tensor:
         """Scaled dot-product attention in float32, heads concatenated, then W_o:
-        q (B, h, n, d_h), k, v (B, h, m, d_h), mask (B, 1, n|1, m) bool (True: attend) -> (B, n, d)."""
-        a = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+        q (B, h, n, d_h), k, v (B, h, m, d_h), mask (B, 1, n|1, m) bool (True: attend) -> (B, n, d).
+        (float64 stays float64: the exactness tests compare two computations to 1e-10.)"""
+        a = F.scaled_dot_product_attention(at_least_float32(q), at_least_float32(k),
+                                           at_least_float32(v), attn_mask=mask)
         B, _, n, _ = a.shape
         a = a.transpose(1, 2).reshape(B, n, self.dim).to(dtype)
         return self.attn.out_proj(a)
@@ -85,8 +91,9 @@ class SelfAttentionBlock(nn.Module):
     def _residual(self, x: Tensor, a: Tensor) -> Tensor:
         """LayerNorm(x + Dropout(a)), the norm in float32, the result in x's dtype."""
         y = x + F.dropout(a, p=self.dropout, training=self.training)
-        return F.layer_norm(y.float(), (self.dim,), self.norm.weight.float(),
-                            self.norm.bias.float(), self.norm.eps).to(x.dtype)
+        y = at_least_float32(y)
+        return F.layer_norm(y, (self.dim,), self.norm.weight.to(y.dtype),
+                            self.norm.bias.to(y.dtype), self.norm.eps).to(x.dtype)
 
     # -- the two uses ---------------------------------------------------------------------------
     def forward(self, x: Tensor, pad_mask: Optional[Tensor] = None) -> Tensor:
@@ -108,6 +115,20 @@ class SelfAttentionBlock(nn.Module):
         keys = torch.cat([past_keys.to(k.dtype), k], dim=2)
         values = torch.cat([past_values.to(v.dtype), v], dim=2)
         y = self._residual(x_t, self._attend(q, keys, values, None, x_t.dtype).squeeze(1))
+        return y, keys, values
+
+    def steps(self, x: Tensor, past_keys: Tensor, past_values: Tensor
+              ) -> Tuple[Tensor, Tensor, Tensor]:
+        """Causal, T steps at once: x (B, T, d) the states of steps t0+1..t0+T; past_keys,
+        past_values (B, heads, t0, d_h) -> (y (B, T, d), keys, values (B, heads, t0 + T, d_h)):
+        what T calls of :meth:`step` give, step t0+i seeing the states of steps 1..t0+i."""
+        q, k, v = self._heads(x)                                      # (B, h, T, d_h) each
+        keys = torch.cat([past_keys.to(k.dtype), k], dim=2)
+        values = torch.cat([past_values.to(v.dtype), v], dim=2)
+        T, t0 = x.size(1), past_keys.size(2)
+        pos = torch.arange(t0 + T, device=x.device)
+        mask = pos.unsqueeze(0) <= pos[t0:].unsqueeze(1)               # (T, t0 + T): j ≤ t0 + i
+        y = self._residual(x, self._attend(q, keys, values, mask, x.dtype))
         return y, keys, values
 
     def empty_past(self, like: Tensor) -> Tuple[Tensor, Tensor]:

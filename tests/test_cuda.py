@@ -161,17 +161,22 @@ def test_translation_without_input_feeding_mixed_precision_round_trip(tmp_path, 
     _beam_search_12_finite(data, tmp_path / "ck" / "checkpoint_last.pt", precision, 3)
 
 
-@pytest.mark.parametrize("variant", ["soft", "acvi", "structured", "variational", "ved"])
-def test_parallel_pass_equals_the_step_loop_on_cuda(variant):
+@pytest.mark.parametrize("variant,options", [
+    (v, {}) for v in ["soft", "acvi", "structured", "variational", "ved"]] + [
+    ("soft", {"attend_decoder_past": True, "self_attention_heads": 2, "attention_type": s})
+    for s in ("additive", "key-value")], ids=lambda x: x if isinstance(x, str) else
+    "-".join(str(v) for v in x.values()) or None)
+def test_parallel_pass_equals_the_step_loop_on_cuda(variant, options):
     """float32 on the GPU: the parallel pass (fused cuDNN LSTM, every step's context at once) and
     the step loop give the same log-probabilities and gradients up to float32 rounding; under
-    autocast the parallel pass stays finite and its log-probabilities float32."""
+    autocast the parallel pass stays finite and its log-probabilities float32. Seed 003's decoder
+    options too (causal attention over all steps)."""
     from test_parallel_decoder import _forward
     from test_seq2seq_model import _batch, build_model
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
-    model, d = build_model(variant, input_feeding=0, mc_samples=3)
+    model, d = build_model(variant, input_feeding=0, mc_samples=3, **options)
     model.cuda().train()
     src, lengths, prev = (x.cuda() for x in _batch(d))
     par, _, par_grad = _forward(model, d, src, lengths, prev, parallel=True)

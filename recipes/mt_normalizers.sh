@@ -22,6 +22,8 @@ DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"
 CNNDM="${CNNDM:-0}"
 CNNDM_RUNS="${CNNDM_RUNS:-softmax:0 softmax:1 csparsemax:0}"
 CNNDM_DATA="${CNNDM_DATA:-data-bin/cnndm}"
+REPORT_DIR="${REPORT_DIR:-}"
+REPORT_ONLY="${REPORT_ONLY:-0}"
 PYTHON="${PYTHON:-python}"
 source "$(dirname "$0")/lib_check.sh"
 
@@ -34,13 +36,22 @@ check_positive_int STATS_BEAM
 check_int_list PICTURE_IDS
 check_choice CNNDM 0 1
 check_int_list SEEDS
+check_choice REPORT_ONLY 0 1
+if [[ "$REPORT_ONLY" == "1" && -z "$REPORT_DIR" ]]; then
+  echo "[recipe] error: REPORT_DIR must be a folder with REPORT_ONLY=1, got ''" >&2; exit 2
+fi
+case "${REPORT_DIR%/}/" in
+  "${RUNS%/}/$PAIR/"*)   # the report keeps run.json copies there: they would be read as runs
+    echo "[recipe] error: REPORT_DIR must be outside RUNS/PAIR ($RUNS/$PAIR), got '$REPORT_DIR'" >&2
+    exit 2 ;;
+esac
 for item in $CNNDM_RUNS; do
   [[ "$item" =~ ^(softmax|sparsemax|entmax15|csoftmax|csparsemax):[01]$ ]] || {
     echo "[recipe] error: CNNDM_RUNS must be a ' '-separated list of NORMALIZER:COVERAGE (coverage 0" \
       "or 1), got '$CNNDM_RUNS'" >&2; exit 2; }
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
-  STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA PYTHON
+  STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY PYTHON
 
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
@@ -51,6 +62,7 @@ norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normalis
 }
 
 for NORM in $NORMALIZERS; do
+  [[ "$REPORT_ONLY" == "1" ]] && break
   norm_args "$NORM"
   CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
     PYTHON="$PYTHON" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
@@ -67,7 +79,7 @@ for NORM in $NORMALIZERS; do
   done
 done
 
-if [[ "$CNNDM" == "1" ]]; then
+if [[ "$CNNDM" == "1" && "$REPORT_ONLY" == "0" ]]; then
   for item in $CNNDM_RUNS; do
     NORM="${item%%:*}" COV="${item##*:}"
     norm_args "$NORM"
@@ -77,5 +89,15 @@ if [[ "$CNNDM" == "1" ]]; then
       SCHEDULE=cpu CPU_PHASES="$phases" PYTHON="$PYTHON" \
       bash "$(dirname "$0")/summarization_cnndm.sh" "${args[@]}" "$@"
   done
+fi
+
+if [[ -n "$REPORT_DIR" ]]; then
+  # the BLEU tables with the hypotheses kept, then the normalisers' table beside them
+  "$PYTHON" -m fairseq_acvi.cli.mt_report "$RUNS/$PAIR" --out-dir "$REPORT_DIR" --keep-outputs
+  cnndm=()
+  [[ "$CNNDM" == "1" ]] && cnndm=(--cnndm "$RUNS/cnndm")
+  "$PYTHON" -m fairseq_acvi.cli.normalizers_report "$RUNS/$PAIR" --refs-dir "$DATA_BIN/raw" \
+    --out-dir "$REPORT_DIR" --split "$STATS_SPLIT" ${cnndm[@]+"${cnndm[@]}"}
+  echo "[recipe] report: $REPORT_DIR/report.md, $REPORT_DIR/normalizers.md"
 fi
 echo "[recipe] done: $RUNS"

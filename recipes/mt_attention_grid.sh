@@ -2,8 +2,9 @@
 # Seed 003's attention grid on Multi30K En->De: no attention, and 4 scorers x 3
 # configurations ((i) encoder, (ii) + the decoder's past, (iii) + self-attention), soft attention,
 # one seed each (STAGE=grid); more seeds of the best two cells and of (i) with their scorers
-# (STAGE=seeds); ACVI in the best cell's configuration (STAGE=acvi). Every cell is one run of
-# recipes/mt_multi30k.sh. From the repository root (DRY_RUN=1: the settings and the plan only):
+# (STAGE=seeds); ACVI in the best cell's configuration (STAGE=acvi); the tables beside seed 003's
+# Table 1 (STAGE=report). Every cell is one run of recipes/mt_multi30k.sh. From the repository
+# root (DRY_RUN=1: the settings and the plan only):
 #   STAGE=grid bash recipes/mt_attention_grid.sh
 # Every variable, the outputs and the cost: docs/recipes/mt_attention_grid.md
 set -euo pipefail
@@ -20,10 +21,12 @@ BEST_SEEDS="${BEST_SEEDS:-1 2 3}"
 ACVI_SEEDS="${ACVI_SEEDS:-1 2 3}"
 RUNS="${RUNS:-runs/mt_attention_grid}"
 CELL_ABLATE="${CELL_ABLATE:-0}"
+DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"   # as recipes/mt_multi30k.sh's; STAGE=report reads raw/
+REPORT_DIR="${REPORT_DIR:-}"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 mt_process_defaults
 
-check_choice STAGE grid seeds acvi
+check_choice STAGE grid seeds acvi report
 mt_split_pair "$PAIR"
 check_choice_list SCORERS ' ' additive multiplicative scaled-dot key-value
 check_choice_list CONFIGS ' ' i ii iii
@@ -33,6 +36,14 @@ check_choice INPUT_FEEDING 0 1
 check_int GRID_SEED
 check_int_list BEST_SEEDS ACVI_SEEDS
 check_choice CELL_ABLATE 0 1
+[[ "$STAGE" != "report" || -n "$REPORT_DIR" ]] \
+  || _check_fail REPORT_DIR "a folder with STAGE=report" "$REPORT_DIR"
+if [[ -n "$REPORT_DIR" ]]; then   # the report keeps run.json copies: inside, they would be read as runs
+  case "$(realpath -m -- "$REPORT_DIR")/" in
+    "$(realpath -m -- "$RUNS/$PAIR")/"*)
+      _check_fail REPORT_DIR "a folder outside RUNS/PAIR ($RUNS/$PAIR)" "$REPORT_DIR" ;;
+  esac
+fi
 
 cell_args() {  # cell_args SCORER CONFIG: the fairseq-train options of a cell. (iii) is seed 003's
   # Table 1 row "attn on encoder and decoder + self-attention": (ii) with self-attention added.
@@ -90,10 +101,22 @@ case "$STAGE" in
         done
       done
     fi ;;
+  report)
+    echo "[recipe] plan: report $RUNS/$PAIR -> $REPORT_DIR (mt_report --keep-outputs; attention_grid_report," \
+      "references $DATA_BIN/raw)" ;;
 esac
 for line in ${plan[@]+"${plan[@]}"}; do echo "[recipe] plan: $line"; done
 recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS INPUT_FEEDING GRID_SEED BEST_SEEDS ACVI_SEEDS RUNS \
-  CELL_ABLATE THREADS DEVICE PYTHON USER_DIR
+  CELL_ABLATE DATA_BIN REPORT_DIR THREADS DEVICE PYTHON USER_DIR
+
+if [[ "$STAGE" == "report" ]]; then
+  # mt_report's tables with every run's hypotheses kept, then seed 003's Table 1 beside the grid
+  "$PYTHON" -m fairseq_acvi.cli.mt_report "$RUNS/$PAIR" --out-dir "$REPORT_DIR" --keep-outputs
+  "$PYTHON" -m fairseq_acvi.cli.attention_grid_report "$RUNS/$PAIR" --refs-dir "$DATA_BIN/raw" \
+    --out-dir "$REPORT_DIR" --grid-seed "$GRID_SEED" --pair "$PAIR"
+  echo "[recipe] done: STAGE=report, $REPORT_DIR/report.md, $REPORT_DIR/grid.md"
+  exit 0
+fi
 
 for line in "${plan[@]}"; do
   eval "cell=($line)"                     # CONTEXT TAG SEEDS ARGS...
@@ -105,6 +128,6 @@ for line in "${plan[@]}"; do
   done
   [[ -z "$todo" ]] && continue
   CONTEXT="$context" TAG="$tag" SEEDS="${todo# }" PAIR="$PAIR" RUNS="$RUNS" ABLATE="$CELL_ABLATE" \
-    bash "$(dirname "$0")/mt_multi30k.sh" "${cell[@]:3}"
+    DATA_BIN="$DATA_BIN" bash "$(dirname "$0")/mt_multi30k.sh" "${cell[@]:3}"
 done
 echo "[recipe] done: STAGE=$STAGE, $RUNS/$PAIR"

@@ -1,0 +1,438 @@
+"""Seed 003's Table 1 beside the project's attention grid (recipes/mt_attention_grid.sh;
+docs/method.md §3.6): the command is fairseq_acvi/cli/attention_grid_report.py.
+
+The seed (``../shared/seeds/003_*.txt``, docs/method.md "Sources") reports, in its Table 1
+(l. 119-135), BLEU for English→German on a WMT and a Europarl test set: a no-attention baseline
+(l. 123) and its four scorers, each in three configurations (l. 124-135): "attn on encoder" = (i),
+"attn on encoder and decoder" = (ii), "attn on encoder and decoder + self-attention" = (iii)
+(docs/method.md §3.6: (iii) is (ii) with self-attention added). Its BLEU is NLTK's ``corpus_bleu``
+(l. 117) over tokenised text (l. 101); ours closest to it is ``bleu_tok`` (sacreBLEU without its
+own tokenisation, on the tokenised lower-cased Multi30K text; data_scripts/score_mt.py).
+
+The grid's runs are named as the recipe names them (run dicts of
+:func:`fairseq_acvi.mt_eval.runs.find_runs`, grouped by :func:`fairseq_acvi.mt_eval.summary.aggregate`):
+``none-grid-none`` (the baseline), ``soft-<scorer>-<config>`` (the cells) and
+``acvi-<scorer>-<config>`` (ACVI in a cell).
+
+What is built (:func:`build` returns it as one JSON-able dict, :func:`markdown` writes it):
+
+* one row per row of the seed's table: its two BLEU, then ours per split (``valid``, ``test2016``,
+  ``test2017``: mean ± std over the finished seeds, n) and the validation perplexity;
+* the ordering of the three configurations per scorer, the seed's (per test set) and ours (per split,
+  from the means);
+* the seed's claim that (iii) scores below both (i) and (ii) (its Analysis section, l. 165, is empty:
+  the claim is the one its Table 1 shows), checked per scorer in the seed's numbers and in ours: the
+  paired bootstrap (Koehn 2004; :func:`fairseq_acvi.metrics.bleu.paired_bootstrap`) of BLEU (iii) − (i)
+  and (iii) − (ii) on each test split, from the grid seed's hypotheses, and a verdict per scorer
+  (:func:`verdict`);
+* ACVI beside soft in the same cell, where the grid has ACVI runs.
+"""
+import os
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_acvi.data.text_lines import read_lines
+from fairseq_acvi.metrics.bleu import (bleu_from_totals, format_interval, paired_bootstrap,
+                                       sentence_stats)
+from fairseq_acvi.mt_eval.kept_outputs import hypothesis_lines
+from fairseq_acvi.mt_eval.logs import ReportError
+from fairseq_acvi.mt_eval.runs import SPLITS
+from fairseq_acvi.mt_eval.summary import is_finished, paired
+
+SOURCE = "../shared/seeds/003_*.txt, l. 119-135"
+#: the scorers (``--attention-type``) in the seed's order, and the seed's name of each (l. 124-135)
+SCORERS = ("additive", "multiplicative", "scaled-dot", "key-value")
+SEED_SCORER_NAMES = {"additive": "additive", "multiplicative": "multiplicative",
+                     "scaled-dot": "scaled dot product", "key-value": "key value"}
+#: the configurations (docs/method.md §3.6) and the seed's words for each (l. 124-126)
+CONFIGS = ("i", "ii", "iii")
+SEED_CONFIG_NAMES = {"i": "on encoder", "ii": "on encoder and decoder",
+                     "iii": "on encoder and decoder + self-attention"}
+#: the seed's two test sets (Table 1's columns, l. 121-122)
+SEED_SETS = ("wmt", "europarl")
+SEED_SET_NAMES = {"wmt": "WMT", "europarl": "Europarl"}
+#: seed 003's Table 1 (l. 123-135): (line, scorer or None for the baseline, config, WMT, Europarl)
+SEED_TABLE1 = (
+    (123, None, None, 4.60, 7.31),
+    (124, "additive", "i", 10.77, 17.83),
+    (125, "additive", "ii", 9.88, 17.71),
+    (126, "additive", "iii", 8.39, 15.55),
+    (127, "multiplicative", "i", 10.80, 17.68),
+    (128, "multiplicative", "ii", 10.74, 17.70),
+    (129, "multiplicative", "iii", 8.60, 15.37),
+    (130, "scaled-dot", "i", 9.64, 17.32),
+    (131, "scaled-dot", "ii", 9.93, 17.16),
+    (132, "scaled-dot", "iii", 8.91, 15.72),
+    (133, "key-value", "i", 9.64, 16.46),
+    (134, "key-value", "ii", 10.59, 17.07),
+    (135, "key-value", "iii", 8.22, 13.98),
+)
+BASELINE = "none-grid-none"
+TESTS = tuple(s for s in SPLITS if s != "valid")        # test2016, test2017
+VERDICTS = ("reproduced", "not reproduced", "not significant", "not run")
+#: the largest difference between a decode's BLEU recomputed here and the bleu_tok its
+#: bleu_<split>.json records (rounded to 2 decimals) that is not reported as a mismatch
+RESCORE_TOLERANCE = 0.006
+
+
+def variant(scorer: Optional[str], config: Optional[str], context: str = "soft") -> str:
+    """The run variant of a cell (``soft-key-value-iii``), or of the baseline (``none-grid-none``)."""
+    return BASELINE if scorer is None else f"{context}-{scorer}-{config}"
+
+
+def seed_rows() -> List[dict]:
+    """The seed's Table 1 as 13 dicts: line, label (the seed's model name), scorer, config
+    (None for the baseline), variant (ours), wmt, europarl (BLEU)."""
+    rows = []
+    for line, scorer, config, wmt, europarl in SEED_TABLE1:
+        label = ("seq2seq (baseline)" if scorer is None else
+                 f"seq2seq + {SEED_SCORER_NAMES[scorer]} attn {SEED_CONFIG_NAMES[config]}")
+        rows.append({"line": line, "label": label, "scorer": scorer, "config": config,
+                     "variant": variant(scorer, config), "wmt": wmt, "europarl": europarl})
+    return rows
+
+
+def order(scores: Dict[str, Optional[float]]) -> Optional[dict]:
+    """{config: BLEU} -> {"order": configs best first, "text": "i > ii > iii" (``=`` for a tie at
+    two decimals), "missing": configs without a score}; None when fewer than two have one."""
+    have = {c: s for c, s in scores.items() if s is not None}
+    if len(have) < 2:
+        return None
+    ranked = sorted(have, key=lambda c: (-have[c], CONFIGS.index(c)))
+    text = ranked[0]
+    for a, b in zip(ranked, ranked[1:]):
+        text += (" = " if round(have[a], 2) == round(have[b], 2) else " > ") + b
+    return {"order": ranked, "text": text, "missing": [c for c in scores if c not in have]}
+
+
+def below_both(scores: Dict[str, Optional[float]]) -> Optional[bool]:
+    """Whether (iii) scores below both (i) and (ii); None when one of the three is missing."""
+    if any(scores.get(c) is None for c in CONFIGS):
+        return None
+    return scores["iii"] < scores["i"] and scores["iii"] < scores["ii"]
+
+
+def seed_claim() -> Dict[str, dict]:
+    """Per scorer: the seed's ordering and its claim, per test set, computed from :data:`SEED_TABLE1`:
+    {scorer: {"wmt": {"order": ..., "iii_below_both": bool}, "europarl": {...}}}."""
+    out: Dict[str, dict] = {}
+    for scorer in SCORERS:
+        for s in SEED_SETS:
+            scores = {r["config"]: r[s] for r in seed_rows() if r["scorer"] == scorer}
+            out.setdefault(scorer, {})[s] = {"order": order(scores), "iii_below_both": below_both(scores)}
+    return out
+
+
+def cell(runs: List[dict], agg_pair: Dict[str, dict], name: str) -> dict:
+    """Our numbers of one variant: {"status": "run" | "unfinished" | "not run", "seeds": [...],
+    "<split>": mean/std/n of ``bleu_tok`` or None, ..., "valid_ppl": mean/std/n or None}."""
+    a = agg_pair.get(name)
+    if a is None:
+        started = sorted(r["seed"] for r in runs if r["variant"] == name)
+        return {"status": "unfinished" if started else "not run", "seeds": [], "unfinished": started,
+                **{s: None for s in SPLITS}, "valid_ppl": None}
+    return {"status": "run", "seeds": a["seeds"],
+            **{s: a.get(f"{s}_bleu_tok") for s in SPLITS}, "valid_ppl": a["valid_ppl"]}
+
+
+def _mean(ms: Optional[dict]) -> Optional[float]:
+    return None if ms is None else ms["mean"]
+
+
+# --- hypotheses and the paired bootstrap ---------------------------------------------------------
+
+def gen_file(run: dict, split: str) -> Optional[str]:
+    """The hypotheses of ``split`` in a run's folder: ``gen_<split>.txt`` (a recipe's run folder),
+    else ``gen_<split>.txt.gz`` (a folder of kept outputs, fairseq_acvi/mt_eval/kept_outputs.py);
+    None when the split was not decoded (no ``bleu_<split>.json`` either). A run scored on a split
+    whose hypotheses are gone raises :class:`ReportError` naming the files."""
+    for name in (f"gen_{split}.txt", f"gen_{split}.txt.gz"):
+        path = os.path.join(run["dir"], name)
+        if os.path.isfile(path):
+            return path
+    if split in run["bleu"]:
+        raise ReportError(f"{os.path.join(run['dir'], f'bleu_{split}.json')}: its hypotheses "
+                          f"{os.path.join(run['dir'], f'gen_{split}.txt')} (or .txt.gz) are missing")
+    return None
+
+
+def ordered_hypotheses(path: str, n_refs: int, ref_path: str) -> List[str]:
+    """The hypothesis texts of a fairseq-generate output (its ``H-<id>\\t<score>\\t<text>`` lines,
+    in any order; ``.gz`` read decompressed), ordered by id; ids must be 0 .. n_refs − 1, once each
+    (as data_scripts/score_mt.py requires). Errors name the file."""
+    try:
+        lines = hypothesis_lines(path)
+    except ValueError as e:
+        raise ReportError(str(e)) from None
+    hyps: Dict[int, str] = {}
+    for line in lines:
+        parts = line.split("\t")
+        head = parts[0][2:]
+        if len(parts) not in (2, 3) or not head.isdigit():
+            raise ReportError(f"{path}: malformed hypothesis line {line[:60]!r}")
+        if int(head) in hyps:
+            raise ReportError(f"{path}: a second hypothesis for sentence {head} (decode with --nbest 1)")
+        hyps[int(head)] = parts[2] if len(parts) == 3 else ""
+    if sorted(hyps) != list(range(n_refs)):
+        missing = sorted(set(range(n_refs)) - set(hyps))[:5]
+        raise ReportError(f"{path}: {len(hyps)} hypotheses for the {n_refs} references of {ref_path}"
+                          + (f" (missing ids, first ones: {missing})" if missing else
+                             " (ids beyond the references)"))
+    return [hyps[i] for i in range(n_refs)]
+
+
+def read_references(refs_dir: str, split: str, tgt: str) -> List[str]:
+    """``<refs_dir>/<split>.<tgt>``, one reference per line (the data-bin's ``raw/`` folder, which
+    data_scripts/score_mt.py scores against); errors name the file."""
+    path = os.path.join(refs_dir, f"{split}.{tgt}")
+    if not os.path.isfile(path):
+        raise ReportError(f"{path}: no such reference file (--refs-dir: the data-bin's raw/ folder, "
+                          f"holding <split>.<target language>)")
+    try:
+        return read_lines(path)
+    except ValueError as e:
+        raise ReportError(str(e)) from None
+
+
+def target_language(pair: str) -> str:
+    """``en_de`` -> ``de`` (recipes/lib_mt.sh's mt_split_pair: what follows the first ``_``)."""
+    src, _, tgt = pair.partition("_")
+    if not src or not tgt:
+        raise ReportError(f"pair {pair!r}: expected SRC_TGT, e.g. en_de")
+    return tgt
+
+
+def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
+                   n_resamples: int = 1000, level: float = 0.95,
+                   rescored: Optional[Dict[str, dict]] = None) -> Dict[str, Dict[str, dict]]:
+    """{scorer: {split: {"iii-i": result, "iii-ii": result}}} for the finished soft runs of seed
+    ``grid_seed``: the paired bootstrap of tokenised BLEU (iii) minus (i) and minus (ii) on each test
+    split (:data:`TESTS`), resampling the split's sentences (``paired_bootstrap``'s dict: delta,
+    low, high, p_other_better, base, other, n_resamples, level; resample seed 0). A scorer, split or
+    comparison whose runs or decodes are missing is absent. ``rescored``, when given, receives
+    {variant: {split: {"recorded": bleu_tok of bleu_<split>.json or None, "recomputed": BLEU of the
+    hypotheses read}}} for every decode read."""
+    by_cell = {r["variant"]: r for r in runs if r["pair"] == pair and r["seed"] == grid_seed
+               and is_finished(r) and r.get("dir")}
+    tgt = target_language(pair)
+    refs: Dict[str, List[str]] = {}
+    stats: Dict[tuple, object] = {}
+
+    def stats_of(run, split):
+        key = (run["variant"], split)
+        if key not in stats:
+            gen = gen_file(run, split)
+            if gen is None:
+                stats[key] = None
+            else:
+                if split not in refs:
+                    refs[split] = read_references(refs_dir, split, tgt)
+                ref_path = os.path.join(refs_dir, f"{split}.{tgt}")
+                stats[key] = sentence_stats(ordered_hypotheses(gen, len(refs[split]), ref_path), refs[split])
+                if rescored is not None:
+                    rescored.setdefault(run["variant"], {})[split] = {
+                        "recorded": run["bleu"].get(split, {}).get("bleu_tok"),
+                        "recomputed": float(bleu_from_totals(stats[key].sum(0)))}
+        return stats[key]
+
+    out: Dict[str, Dict[str, dict]] = {}
+    for scorer in SCORERS:
+        third = by_cell.get(variant(scorer, "iii"))
+        if third is None:
+            continue
+        for split in TESTS:
+            other = stats_of(third, split)
+            if other is None:
+                continue
+            for base_config in ("i", "ii"):
+                base = by_cell.get(variant(scorer, base_config))
+                base_stats = None if base is None else stats_of(base, split)
+                if base_stats is None:
+                    continue
+                r = paired_bootstrap(base_stats, other, n_resamples=n_resamples, level=level)
+                out.setdefault(scorer, {}).setdefault(split, {})[f"iii-{base_config}"] = r
+    return out
+
+
+COMPARISONS = {"iii-i": "(iii) − (i)", "iii-ii": "(iii) − (ii)"}
+
+
+def verdict(boot: Dict[str, dict]) -> dict:
+    """The seed's claim in our runs for one scorer, from ``boot`` = {split: {"iii-i": r, "iii-ii": r}}
+    (:func:`grid_bootstrap`): "reproduced" when every interval of (iii) − (i) and (iii) − (ii), on
+    both test splits (:data:`TESTS`), lies below 0; "not reproduced" when one lies above 0 ((iii)
+    significantly better than (i) or (ii) on a split); "not significant" otherwise; "not run" when a
+    comparison is missing. Returns {"verdict": one of :data:`VERDICTS`, "reason": text}."""
+    needed = [(s, k) for s in TESTS for k in COMPARISONS]
+    named = {(s, k): f"{COMPARISONS[k]} on {s}" for s, k in needed}
+    missing = [named[n] for n in needed if n[1] not in boot.get(n[0], {})]
+    if missing:
+        return {"verdict": "not run", "reason": "no paired comparison " + ", ".join(missing)}
+    above = [named[n] for n in needed if boot[n[0]][n[1]]["low"] > 0]
+    unsure = [named[n] for n in needed if boot[n[0]][n[1]]["high"] >= 0 and boot[n[0]][n[1]]["low"] <= 0]
+    if above:
+        return {"verdict": "not reproduced", "reason": "(iii) significantly better: " + ", ".join(above)}
+    if not unsure:
+        return {"verdict": "reproduced",
+                "reason": "(iii) significantly below (i) and (ii) on " + " and ".join(TESTS)}
+    return {"verdict": "not significant", "reason": "the interval includes 0: " + ", ".join(unsure)}
+
+
+# --- the whole comparison ------------------------------------------------------------------------
+
+def grid_pairs(runs: List[dict]) -> List[str]:
+    """The pairs that have a run of the grid (the baseline or a soft or ACVI cell)."""
+    names = {variant(s, c, x) for s in SCORERS for c in CONFIGS for x in ("soft", "acvi")} | {BASELINE}
+    return sorted({r["pair"] for r in runs if r["variant"] in names})
+
+
+def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir: str,
+          grid_seed: int = 1, n_resamples: int = 1000, level: float = 0.95) -> dict:
+    """Everything of the comparison for ``pair`` as one JSON-able dict (the module docstring):
+    ``rows`` (13: the seed's row and ``ours`` = :func:`cell`), ``claim`` per scorer (the seed's
+    orderings and claim per test set, our orderings and claim from the means per split, the
+    bootstrap per test split, the verdict), ``seed_claim_holds`` ({set: scorers where it holds}),
+    ``acvi`` (ACVI beside soft per cell that has ACVI runs), ``rescored`` (:func:`grid_bootstrap`)
+    and ``warnings`` (a decode whose recomputed BLEU differs from its recorded one). Reads the grid
+    seed's hypotheses and the references (:func:`grid_bootstrap`); raises :class:`ReportError`
+    naming a bad file."""
+    pair_runs = [r for r in runs if r["pair"] == pair]
+    agg_pair = agg.get(pair, {})
+    rows = [dict(r, ours=cell(pair_runs, agg_pair, r["variant"])) for r in seed_rows()]
+    seed = seed_claim()
+    rescored: Dict[str, dict] = {}
+    boot = grid_bootstrap(pair_runs, pair, refs_dir, grid_seed, n_resamples, level, rescored)
+    warnings = [f"{v} seed {grid_seed} {s}: the hypotheses score {x['recomputed']:.2f} against "
+                f"{refs_dir}, bleu_{s}.json records {x['recorded']:.2f} (other references?)"
+                for v, by_split in sorted(rescored.items()) for s, x in by_split.items()
+                if x["recorded"] is not None and abs(x["recomputed"] - x["recorded"]) > RESCORE_TOLERANCE]
+    claim = {}
+    for scorer in SCORERS:
+        ours = {c: cell(pair_runs, agg_pair, variant(scorer, c)) for c in CONFIGS}
+        by_split = {s: {c: _mean(ours[c][s]) for c in CONFIGS} for s in SPLITS}
+        claim[scorer] = {
+            "seed": seed[scorer],
+            "ours": {s: {"order": order(by_split[s]), "iii_below_both": below_both(by_split[s])}
+                     for s in SPLITS},
+            "bootstrap": boot.get(scorer, {}),
+            **verdict(boot.get(scorer, {}))}
+        absent = [variant(scorer, c) for c in CONFIGS
+                  if not any(r["variant"] == variant(scorer, c) and r["seed"] == grid_seed
+                             and is_finished(r) for r in pair_runs)]
+        if claim[scorer]["verdict"] == "not run" and absent:
+            claim[scorer]["reason"] = f"no finished run of seed {grid_seed}: " + ", ".join(absent)
+    acvi = []
+    for scorer in SCORERS:
+        for c in CONFIGS:
+            name = variant(scorer, c, "acvi")
+            if not any(r["variant"] == name for r in pair_runs):
+                continue
+            soft_name = variant(scorer, c)
+            acvi.append({"scorer": scorer, "config": c, "soft_variant": soft_name, "acvi_variant": name,
+                         "soft": cell(pair_runs, agg_pair, soft_name),
+                         "acvi": cell(pair_runs, agg_pair, name),
+                         "acvi_minus_soft": {s: paired(pair_runs, pair, soft_name, name, s) for s in SPLITS}})
+    return {"pair": pair, "source": SOURCE, "grid_seed": grid_seed, "refs_dir": refs_dir,
+            "bleu": "bleu_tok", "n_resamples": n_resamples, "level": level, "rows": rows,
+            "claim": claim,
+            "seed_claim_holds": {s: [sc for sc in SCORERS if seed[sc][s]["iii_below_both"]]
+                                 for s in SEED_SETS},
+            "acvi": acvi, "rescored": rescored, "warnings": warnings}
+
+
+# --- markdown ------------------------------------------------------------------------------------
+
+def ms_text(ms: Optional[dict], missing: str = "not run") -> str:
+    """``31.20 ± 0.40 (n=3)``; ``31.20 (n=1)``; ``missing`` for None."""
+    if ms is None:
+        return missing
+    if ms["n"] == 1:
+        return f"{ms['mean']:.2f} (n=1)"
+    return f"{ms['mean']:.2f} ± {ms['std']:.2f} (n={ms['n']})"
+
+
+def _cell_texts(ours: dict, keys: Sequence[str]) -> List[str]:
+    if ours["status"] != "run":
+        text = ("unfinished (seeds " + ", ".join(map(str, ours["unfinished"])) + ")"
+                if ours["status"] == "unfinished" else "not run")
+        return [text] * len(keys)
+    return [ms_text(ours[k], "not decoded" if k != "valid_ppl" else "–") for k in keys]
+
+
+def _yes_no(b: Optional[bool]) -> str:
+    return "–" if b is None else ("yes" if b else "no")
+
+
+def markdown(report: dict) -> str:
+    """The comparison of :func:`build` as a markdown page."""
+    pair, seed_n = report["pair"], report["grid_seed"]
+    cols = list(SPLITS) + ["valid_ppl"]
+    lines = [f"# Seed 003's Table 1 beside the attention grid ({pair})", "",
+             f"Seed 003's Table 1 ({report['source']}; docs/method.md §3.6): BLEU, English→German, on "
+             "a WMT and a Europarl test set, NLTK's `corpus_bleu` (its l. 117) on tokenised text "
+             "(l. 101). Ours: the runs of `recipes/mt_attention_grid.sh` (Multi30K, "
+             f"{pair}), tokenised BLEU (`bleu_tok`: sacreBLEU on the tokenised, lower-cased text "
+             "without a tokenisation of its own, data_scripts/score_mt.py), the closest of our scores "
+             "to the seed's NLTK corpus BLEU on tokenised text; mean ± std over the finished seeds "
+             "(n = seeds); valid ppl: 2^(likelihood loss) at the best epoch. Configurations: (i) "
+             "attention on the encoder, (ii) + on the decoder's past, (iii) (ii) + self-attention. The "
+             "corpora differ: compare the orderings, not the values.", "",
+             "| seed 003's row | our variant | seed WMT | seed Europarl | valid BLEU | "
+             "test2016 BLEU | test2017 BLEU | valid ppl |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in report["rows"]:
+        lines.append(f"| {r['label']} (l. {r['line']}) | `{r['variant']}` | {r['wmt']:.2f} | "
+                     f"{r['europarl']:.2f} | " + " | ".join(_cell_texts(r["ours"], cols)) + " |")
+    lines += ["", "## The three configurations per scorer", "",
+              "Best first, by BLEU (ours: the means above).", "",
+              "| scorer | seed WMT | seed Europarl | ours valid | ours test2016 | ours test2017 |",
+              "|---|---|---|---|---|---|"]
+    for scorer in SCORERS:
+        c = report["claim"][scorer]
+        texts = [c["seed"][s]["order"]["text"] for s in SEED_SETS]
+        for s in SPLITS:
+            o = c["ours"][s]["order"]
+            texts.append("not run" if o is None else
+                         o["text"] + ("" if not o["missing"] else
+                                      " (" + ", ".join(o["missing"]) + ": not run)"))
+        lines.append(f"| {scorer} | " + " | ".join(texts) + " |")
+    holds = report["seed_claim_holds"]
+    lines += ["", "## Is (iii) below both (i) and (ii)?", "",
+              "The seed's Table 1 shows (iii), the self-attention configuration, below both (i) and (ii) "
+              f"for {len(holds['wmt'])} of 4 scorers on WMT and {len(holds['europarl'])} of 4 on "
+              "Europarl (computed from its numbers above; its Analysis section, l. 165, is empty). Ours: "
+              "per split from the means, and the paired bootstrap of tokenised BLEU (iii) − (i) and "
+              f"(iii) − (ii) on the test splits, seed {seed_n}'s runs, the sentences resampled "
+              f"{report['n_resamples']} times ({100 * report['level']:.0f} % percentile interval); "
+              "verdict: reproduced when every interval is below 0, not reproduced when one is above 0, "
+              "not significant otherwise.", "",
+              "| scorer | seed WMT | seed Europarl | ours valid | ours test2016 | ours test2017 | "
+              + " | ".join(f"{s} {k}" for s in TESTS for k in ("(iii) − (i)", "(iii) − (ii)"))
+              + " | verdict |",
+              "|---|---|---|---|---|---|" + "---|" * (2 * len(TESTS)) + "---|"]
+    for scorer in SCORERS:
+        c = report["claim"][scorer]
+        boots = [c["bootstrap"].get(s, {}).get(k) for s in TESTS for k in ("iii-i", "iii-ii")]
+        lines.append(f"| {scorer} | " + " | ".join(
+            [_yes_no(c["seed"][s]["iii_below_both"]) for s in SEED_SETS]
+            + [_yes_no(c["ours"][s]["iii_below_both"]) for s in SPLITS]
+            + ["–" if b is None else format_interval(b) for b in boots]) + f" | {c['verdict']} |")
+    lines += [""] + [f"- {scorer}: {report['claim'][scorer]['verdict']} ({report['claim'][scorer]['reason']})."
+                     for scorer in SCORERS]
+    if report["acvi"]:
+        lines += ["", "## ACVI beside soft in the same cell", "",
+                  "Tokenised BLEU and validation perplexity (mean ± std, n = seeds); ACVI − soft: seed by "
+                  "seed over the seeds both have (mean ± std).", "",
+                  "| cell | context | valid BLEU | test2016 BLEU | test2017 BLEU | valid ppl |",
+                  "|---|---|---|---|---|---|"]
+        for a in report["acvi"]:
+            name = f"{a['scorer']} ({a['config']})"
+            lines.append(f"| {name} | soft | " + " | ".join(_cell_texts(a["soft"], cols)) + " |")
+            lines.append(f"| {name} | ACVI | " + " | ".join(_cell_texts(a["acvi"], cols)) + " |")
+            diffs = [a["acvi_minus_soft"][s] for s in SPLITS]
+            lines.append(f"| {name} | ACVI − soft | " + " | ".join(
+                "–" if d is None else f"{d['mean']:+.2f} ± {d['std']:.2f} (seeds "
+                + ", ".join(map(str, d["seeds"])) + ")" for d in diffs) + " | – |")
+    if report["warnings"]:
+        lines += ["", "Warnings:", ""] + [f"- {w}" for w in report["warnings"]]
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,339 @@
+"""Seed 003's Table 1 beside the attention grid (fairseq_acvi/mt_eval/seed003_grid.py,
+fairseq_acvi/cli/attention_grid_report.py) on tiny run folders laid out as
+recipes/mt_attention_grid.sh leaves them: run.json, a json train.log, bleu_<split>.json and the
+grid seed's fairseq-generate outputs, with references in a raw/ folder."""
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import zlib
+
+import pytest
+import sacrebleu
+
+from conftest import REPO
+from fairseq_acvi.cli import attention_grid_report, mt_report
+from fairseq_acvi.mt_eval import seed003_grid as grid
+from fairseq_acvi.mt_eval.runs import find_runs
+from fairseq_acvi.mt_eval.summary import aggregate
+
+N_SENT = 40
+WORDS = ("ein mann eine frau zwei hunde spielen im park auf der straße mit einem ball "
+         "kinder laufen am strand sitzt liest ein buch").split()
+
+
+def _record(kind, rec):
+    return f"2026-11-25 10:00:00 | INFO | {kind} | {json.dumps(rec)}\n"
+
+
+def references(seed):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(10)) + " ." for _ in range(N_SENT)]
+
+
+REFS = {split: references(i) for i, split in enumerate(("valid", "test2016", "test2017"))}
+
+
+def degrade(refs, k, seed):
+    """The references with ``k`` words of every sentence replaced by an unknown word."""
+    rng = random.Random(seed)
+    out = []
+    for r in refs:
+        words = r.split()
+        for i in rng.sample(range(len(words) - 1), k):
+            words[i] = "xxx"
+        out.append(" ".join(words))
+    return out
+
+
+def tok_bleu(hyps, refs):
+    return sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score
+
+
+def make_run(root, context, tag, seed, bleu, nll=(3.0, 2.0), hyps=None, finished=True):
+    """One run folder: run.json, a json train.log (best validation nll = min(nll); fairseq's closing
+    line when ``finished``), bleu_<split>.json per ``bleu`` entry ({split: bleu_tok}) with a
+    gen_<split>.txt (in batch order) of the references themselves, and for each split of ``hyps``
+    ({split: hypotheses}) gen_<split>.txt of those with their bleu_tok computed."""
+    run = root / "en_de" / f"{context}-{tag}_seed{seed}"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"pair": "en_de", "context": context, "tag": tag,
+                                              "seed": seed, "extra_train_args": ""}))
+    log = ["2026-11-25 10:00:00 | INFO | fairseq_cli.train | num. shared model params: 1,000 "
+           "(num. trained: 1,000)\n"]
+    for ep, v in enumerate(nll, start=1):
+        log.append(_record("valid", {"epoch": ep, "valid_loss": str(v + 0.5), "valid_nll_loss": str(v)}))
+        log.append(_record("train", {"epoch": ep, "train_wps": "1000", "train_wall": str(60 * ep)}))
+    if finished:
+        log.append("2026-11-25 10:09:00 | INFO | fairseq_cli.train | done training in 120.0 seconds\n")
+    (run / "train.log").write_text("".join(log))
+    bleu = dict(bleu)
+    written = {s: REFS[s] for s in bleu}          # a decode for every score (only the grid seed's are read)
+    for split, hs in {**written, **(hyps or {})}.items():
+        lines = []
+        for i in reversed(range(len(hs))):               # fairseq writes in batch order
+            lines += [f"S-{i}\tsource {i}", f"T-{i}\t{REFS[split][i]}", f"H-{i}\t-0.5\t{hs[i]}",
+                      f"D-{i}\t-0.5\t{hs[i]}", f"P-{i}\t-0.1 -0.2"]
+        (run / f"gen_{split}.txt").write_text("\n".join(lines) + "\nGenerate with beam=10\n")
+        if split in (hyps or {}):
+            bleu[split] = round(tok_bleu(hs, REFS[split]), 2)
+    for split, b in bleu.items():
+        (run / f"bleu_{split}.json").write_text(json.dumps({"bleu_tok": b, "bleu_detok": b - 1}))
+    return run
+
+
+#: words replaced per sentence in the grid seed's hypotheses, per scorer and configuration:
+#: additive (iii) worse than both (the seed's claim), multiplicative (iii) better than (i) and (ii),
+#: scaled-dot all three identical, key-value without (iii)
+DAMAGE = {"additive": {"i": 1, "ii": 1, "iii": 4}, "multiplicative": {"i": 4, "ii": 3, "iii": 0},
+          "scaled-dot": {"i": 2, "ii": 2, "iii": 2}, "key-value": {"i": 1, "ii": 2}}
+
+
+def hyps_of(scorer, config):
+    k = DAMAGE[scorer][config]
+    same = scorer == "scaled-dot"            # the same hypotheses in the three configurations
+    return {s: degrade(REFS[s], k, 0 if same else zlib.crc32(f"{scorer} {config} {s}".encode()))
+            for s in ("test2016", "test2017")}
+
+
+@pytest.fixture
+def grid_runs(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "none", "grid-none", 1, {"valid": 5.0, "test2016": 4.0, "test2017": 3.0}, nll=(4.0, 3.5))
+    for scorer, configs in DAMAGE.items():
+        for config in configs:
+            valid = 30.0 if (scorer, config) == ("additive", "i") else 20.0
+            make_run(root, "soft", f"{scorer}-{config}", 1, {"valid": valid}, hyps=hyps_of(scorer, config))
+    # more seeds of additive (i): valid BLEU 30 (seed 1, above), 32, 34; seed 4 unfinished
+    for seed, valid in ((2, 32.0), (3, 34.0)):
+        make_run(root, "soft", "additive-i", seed, {"valid": valid, "test2016": 50.0, "test2017": 40.0},
+                 nll=(3.0, 1.0 + seed / 10))
+    make_run(root, "soft", "additive-i", 4, {"valid": 99.0}, finished=False)
+    # ACVI in the additive (i) cell, seeds 1 and 2: valid BLEU 33 and 35 (soft: 30 and 32)
+    for seed, valid in ((1, 33.0), (2, 35.0)):
+        make_run(root, "acvi", "additive-i", seed, {"valid": valid, "test2016": 51.0})
+    refs = tmp_path / "raw"
+    refs.mkdir()
+    for split, lines in REFS.items():
+        (refs / f"{split}.de").write_text("\n".join(lines) + "\n")
+    return root, refs
+
+
+def _report(root, refs, **kw):
+    runs = find_runs([str(root)])
+    return grid.build(runs, aggregate(runs), "en_de", str(refs), **kw)
+
+
+def test_the_seed_table_is_its_thirteen_rows():
+    rows = grid.seed_rows()
+    assert len(rows) == 13 and [r["line"] for r in rows] == list(range(123, 136))
+    assert rows[0]["variant"] == "none-grid-none" and (rows[0]["wmt"], rows[0]["europarl"]) == (4.60, 7.31)
+    kv3 = rows[-1]
+    assert kv3["variant"] == "soft-key-value-iii" and (kv3["wmt"], kv3["europarl"]) == (8.22, 13.98)
+    assert kv3["label"] == "seq2seq + key value attn on encoder and decoder + self-attention"
+
+
+def test_the_seeds_ordering_and_claim_come_from_its_numbers(monkeypatch):
+    claim = grid.seed_claim()
+    assert claim["additive"]["wmt"]["order"]["text"] == "i > ii > iii"
+    assert claim["key-value"]["wmt"]["order"]["order"] == ["ii", "i", "iii"]       # 10.59, 9.64, 8.22
+    assert claim["scaled-dot"]["wmt"]["order"]["text"] == "ii > i > iii"
+    assert claim["scaled-dot"]["europarl"]["order"]["text"] == "i > ii > iii"    # 17.32, 17.16
+    assert claim["multiplicative"]["europarl"]["order"]["text"] == "ii > i > iii"  # 17.70, 17.68
+    assert all(claim[s][t]["iii_below_both"] for s in grid.SCORERS for t in grid.SEED_SETS)
+    # computed, not written down: raise the seed's key-value (iii) on WMT above its (i)
+    table = tuple(r if r[0] != 135 else (135, "key-value", "iii", 9.70, 13.98) for r in grid.SEED_TABLE1)
+    monkeypatch.setattr(grid, "SEED_TABLE1", table)
+    changed = grid.seed_claim()["key-value"]
+    assert changed["wmt"]["iii_below_both"] is False and changed["europarl"]["iii_below_both"] is True
+    assert changed["wmt"]["order"]["text"] == "ii > iii > i"
+
+
+def test_table_values_are_means_over_finished_seeds(grid_runs):
+    root, refs = grid_runs
+    rep = _report(root, refs)
+    rows = {r["variant"]: r for r in rep["rows"]}
+    a1 = rows["soft-additive-i"]["ours"]
+    assert a1["status"] == "run" and a1["seeds"] == [1, 2, 3]        # seed 4 unfinished: not counted
+    assert a1["valid"]["mean"] == pytest.approx(32.0) and a1["valid"]["std"] == pytest.approx(2.0)
+    assert a1["valid"]["n"] == 3
+    t16 = tok_bleu(hyps_of("additive", "i")["test2016"], REFS["test2016"])
+    assert a1["test2016"]["mean"] == pytest.approx((round(t16, 2) + 100.0) / 3, abs=1e-9)
+    # best validation nll of seeds 1-3: 2.0, 1.2, 1.3 -> perplexity 2^nll
+    assert a1["valid_ppl"]["mean"] == pytest.approx((4 + 2 ** 1.2 + 2 ** 1.3) / 3)
+    base = rows["none-grid-none"]["ours"]
+    assert (base["valid"]["mean"], base["test2017"]["n"]) == (5.0, 1)
+    assert base["valid_ppl"]["mean"] == pytest.approx(2 ** 3.5)
+    assert rows["soft-key-value-iii"]["ours"]["status"] == "not run"
+    assert rows["soft-key-value-iii"]["wmt"] == 8.22
+    md = grid.markdown(rep)
+    table = md.split("\n\n")[2].splitlines()
+    assert len(table) == 2 + 13
+    assert "| `soft-additive-i` | 10.77 | 17.83 | 32.00 ± 2.00 (n=3) |" in md
+    assert "| `none-grid-none` | 4.60 | 7.31 | 5.00 (n=1) | 4.00 (n=1) | 3.00 (n=1) | 11.31 (n=1) |" in md
+    assert ("| `soft-key-value-iii` | 8.22 | 13.98 | not run | not run | not run | not run |") in md
+    assert "`bleu_tok`" in md and "closest" in md and "NLTK" in md
+    assert rep["warnings"] == []            # every recorded test BLEU is the hypotheses' own
+
+
+def test_our_ordering_and_verdicts(grid_runs):
+    root, refs = grid_runs
+    rep = _report(root, refs)
+    c = rep["claim"]
+    assert c["additive"]["verdict"] == "reproduced"
+    assert c["multiplicative"]["verdict"] == "not reproduced"          # our (iii) beats (i) and (ii)
+    assert "(iii) − (i) on test2016" in c["multiplicative"]["reason"]
+    assert c["multiplicative"]["ours"]["test2016"]["order"]["order"] == ["iii", "ii", "i"]
+    assert c["multiplicative"]["ours"]["test2016"]["iii_below_both"] is False
+    assert c["additive"]["ours"]["test2017"]["iii_below_both"] is True
+    assert c["scaled-dot"]["verdict"] == "not significant"               # identical outputs
+    assert c["scaled-dot"]["ours"]["test2016"]["order"]["text"] == "i = ii = iii"
+    assert c["key-value"]["verdict"] == "not run"
+    assert c["key-value"]["ours"]["test2016"]["order"]["missing"] == ["iii"]
+    assert rep["seed_claim_holds"] == {"wmt": list(grid.SCORERS), "europarl": list(grid.SCORERS)}
+    md = grid.markdown(rep)
+    assert "- multiplicative: not reproduced ((iii) significantly better:" in md
+    assert "- key-value: not run (no finished run of seed 1: soft-key-value-iii)." in md
+    assert "- additive: reproduced ((iii) significantly below (i) and (ii) on test2016 and test2017)." in md
+    assert "for 4 of 4 scorers on WMT and 4 of 4 on Europarl" in md
+
+
+def test_bootstrap_intervals_contain_the_true_difference(grid_runs):
+    root, refs = grid_runs
+    rep = _report(root, refs)
+    for scorer, sign in (("additive", -1), ("multiplicative", +1)):
+        for split in ("test2016", "test2017"):
+            for base in ("i", "ii"):
+                r = rep["claim"][scorer]["bootstrap"][split][f"iii-{base}"]
+                true = (tok_bleu(hyps_of(scorer, "iii")[split], REFS[split])
+                        - tok_bleu(hyps_of(scorer, base)[split], REFS[split]))
+                assert r["delta"] == pytest.approx(true, abs=1e-6)
+                assert r["low"] <= true <= r["high"]
+                assert r["n_resamples"] == 1000 and r["level"] == 0.95
+                assert (r["high"] < 0) if sign < 0 else (r["low"] > 0)
+    same = rep["claim"]["scaled-dot"]["bootstrap"]["test2017"]["iii-ii"]
+    assert (same["delta"], same["low"], same["high"]) == (0.0, 0.0, 0.0)
+    assert "key-value" not in {s for s in rep["claim"] if rep["claim"][s]["bootstrap"]}
+    md = grid.markdown(rep)
+    d = rep["claim"]["additive"]["bootstrap"]["test2016"]["iii-i"]
+    assert f"{d['delta']:+.2f} (95% CI {d['low']:+.2f} to {d['high']:+.2f})" in md
+
+
+def test_acvi_is_set_beside_soft_in_its_cell(grid_runs):
+    root, refs = grid_runs
+    rep = _report(root, refs)
+    assert len(rep["acvi"]) == 1
+    a = rep["acvi"][0]
+    assert (a["scorer"], a["config"], a["acvi_variant"]) == ("additive", "i", "acvi-additive-i")
+    assert a["acvi"]["valid"]["mean"] == pytest.approx(34.0) and a["acvi"]["seeds"] == [1, 2]
+    d = a["acvi_minus_soft"]["valid"]
+    assert (d["mean"], d["std"], d["seeds"]) == (pytest.approx(3.0), pytest.approx(0.0), [1, 2])
+    assert a["acvi_minus_soft"]["test2017"] is None
+    md = grid.markdown(rep)
+    assert "## ACVI beside soft in the same cell" in md
+    assert "| additive (i) | ACVI − soft | +3.00 ± 0.00 (seeds 1, 2) |" in md
+
+
+def test_the_command_writes_grid_md_and_json(grid_runs, tmp_path, capsys):
+    root, refs = grid_runs
+    out = tmp_path / "report"
+    argv = [str(root / "en_de"), "--refs-dir", str(refs), "--out-dir", str(out)]
+    assert attention_grid_report.main(argv) == 0
+    saved = json.loads((out / "grid.json").read_text(encoding="utf-8"))
+    assert saved["claim"]["additive"]["verdict"] == "reproduced" and saved["grid_seed"] == 1
+    assert len(saved["rows"]) == 13
+    assert (out / "grid.md").read_text(encoding="utf-8").startswith("# Seed 003's Table 1 beside")
+    assert "multiplicative not reproduced" in capsys.readouterr().out
+
+
+def test_kept_gz_hypotheses_give_the_same_intervals(grid_runs, tmp_path):
+    root, refs = grid_runs
+    kept = tmp_path / "kept"
+    assert mt_report.main([str(root), "--out-dir", str(kept), "--no-charts", "--keep-outputs"]) == 0
+    folder = kept / "outputs" / "en_de" / "soft-additive-iii_seed1"
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith("gen_")) == [
+        "gen_test2016.txt.gz", "gen_test2017.txt.gz", "gen_valid.txt.gz"]
+    with gzip.open(folder / "gen_test2016.txt.gz", "rt", encoding="utf-8") as f:
+        assert all(line.startswith("H-") for line in f)
+    from_kept = _report(kept / "outputs", refs)
+    from_runs = _report(root, refs)
+    for scorer in ("additive", "multiplicative", "scaled-dot"):
+        assert from_kept["claim"][scorer]["bootstrap"] == from_runs["claim"][scorer]["bootstrap"]
+        assert from_kept["claim"][scorer]["verdict"] == from_runs["claim"][scorer]["verdict"]
+    assert from_kept["warnings"] == []
+
+
+def test_a_missing_reference_file_is_named(grid_runs, tmp_path, capsys):
+    root, refs = grid_runs
+    (refs / "test2017.de").unlink()
+    argv = [str(root), "--refs-dir", str(refs), "--out-dir", str(tmp_path / "o")]
+    assert attention_grid_report.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{refs / 'test2017.de'}: no such reference file" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_hypotheses_that_do_not_match_the_references_are_named(grid_runs, tmp_path, capsys):
+    root, refs = grid_runs
+    gen = root / "en_de" / "soft-additive-ii_seed1" / "gen_test2016.txt"
+    lines = gen.read_text().splitlines()
+    gen.write_text("\n".join(x for x in lines if not x.startswith("H-0\t")) + "\n")
+    argv = [str(root), "--refs-dir", str(refs), "--out-dir", str(tmp_path / "o")]
+    assert attention_grid_report.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{gen}: {N_SENT - 1} hypotheses for the {N_SENT} references of {refs / 'test2016.de'}" in err
+    assert "missing ids, first ones: [0]" in err
+
+
+def test_references_of_another_length_are_named(grid_runs, tmp_path, capsys):
+    root, refs = grid_runs
+    (refs / "test2016.de").write_text("\n".join(REFS["test2016"] + ["one more ."]) + "\n")
+    argv = [str(root), "--refs-dir", str(refs), "--out-dir", str(tmp_path / "o")]
+    assert attention_grid_report.main(argv) == 2
+    assert f"{N_SENT} hypotheses for the {N_SENT + 1} references" in capsys.readouterr().err
+
+
+def test_a_scored_decode_without_its_hypotheses_is_named(grid_runs, tmp_path, capsys):
+    root, refs = grid_runs
+    run = root / "en_de" / "soft-scaled-dot-i_seed1"
+    (run / "gen_test2017.txt").unlink()
+    argv = [str(root), "--refs-dir", str(refs), "--out-dir", str(tmp_path / "o")]
+    assert attention_grid_report.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'bleu_test2017.json'}: its hypotheses {run / 'gen_test2017.txt'}" in err
+
+
+def test_no_grid_runs_is_a_clear_error(tmp_path, capsys):
+    make_run(tmp_path / "runs", "soft", "e20", 1, {"valid": 20.0})
+    argv = [str(tmp_path / "runs"), "--refs-dir", str(tmp_path), "--out-dir", str(tmp_path / "o")]
+    assert attention_grid_report.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no run of the attention grid" in err and str(tmp_path / "runs") in err
+    assert attention_grid_report.main([str(tmp_path / "nowhere"), "--refs-dir", str(tmp_path),
+                                       "--out-dir", str(tmp_path / "o")]) == 2
+    assert "nowhere: no such folder" in capsys.readouterr().err
+
+
+def _recipe(env_extra, cwd):
+    env = {k: v for k, v in os.environ.items() if k not in {"DRY_RUN", "REPORT_DIR", "DATA_BIN", "RUNS"}}
+    env.update(PYTHON=sys.executable, **env_extra)
+    return subprocess.run(["bash", str(REPO / "recipes" / "mt_attention_grid.sh")], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_recipes_report_stage_writes_both_reports(grid_runs, tmp_path):
+    root, refs = grid_runs
+    out = tmp_path / "report"
+    env = {"STAGE": "report", "RUNS": str(root), "DATA_BIN": str(refs.parent), "REPORT_DIR": str(out)}
+    dry = _recipe({**env, "DRY_RUN": "1"}, tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert f"[recipe] plan: report {root}/en_de -> {out} (" in dry.stdout and not out.exists()
+    proc = _recipe(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {"report.md", "results.json", "grid.md", "grid.json", "outputs"} <= {p.name for p in out.iterdir()}
+    assert (out / "outputs" / "en_de" / "soft-additive-iii_seed1" / "gen_test2016.txt.gz").is_file()
+    saved = json.loads((out / "grid.json").read_text(encoding="utf-8"))
+    assert saved["claim"]["multiplicative"]["verdict"] == "not reproduced"
+    assert saved["refs_dir"] == f"{refs.parent}/raw"

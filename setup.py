@@ -99,7 +99,8 @@ setup(
             f"fairseq-acvi-{name.replace('_', '-')} = fairseq_acvi.cli:run_{name}"
             for name in ("babi_report", "calibration", "eval_captioning", "eval_summarization",
                          "generate", "guess_number", "lead_baseline", "mt_report", "summ_report",
-                         "attention_pictures", "prepare_parallel", "train", "validate",
+                         "attention_pictures", "prepare_parallel", "attention_grid_report",
+                         "normalizers_report", "train", "validate",
                          "interactive", "hydra_train", "options_reference")],
     },
 )

@@ -30,11 +30,9 @@ What is built (:func:`build` returns it as one JSON-able dict, :func:`markdown` 
 import os
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_acvi.data.text_lines import read_lines
-from fairseq_acvi.metrics.bleu import (bleu_from_totals, format_interval, paired_bootstrap,
-                                       sentence_stats)
-from fairseq_acvi.mt_eval.kept_outputs import hypothesis_lines
-from fairseq_acvi.mt_eval.logs import ReportError
+from fairseq_acvi.metrics.bleu import format_interval, paired_bootstrap
+from fairseq_acvi.mt_eval.paired_decodes import (
+    hypotheses_candidates, read_references, run_statistics, target_language)
 from fairseq_acvi.mt_eval.runs import SPLITS
 from fairseq_acvi.mt_eval.summary import is_finished, paired
 
@@ -140,65 +138,12 @@ def _mean(ms: Optional[dict]) -> Optional[float]:
 
 # --- hypotheses and the paired bootstrap ---------------------------------------------------------
 
-def gen_file(run: dict, split: str) -> Optional[str]:
-    """The hypotheses of ``split`` in a run's folder: ``gen_<split>.txt`` (a recipe's run folder),
-    else ``gen_<split>.txt.gz`` (a folder of kept outputs, fairseq_acvi/mt_eval/kept_outputs.py);
-    None when the split was not decoded (no ``bleu_<split>.json`` either). A run scored on a split
-    whose hypotheses are gone raises :class:`ReportError` naming the files."""
-    for name in (f"gen_{split}.txt", f"gen_{split}.txt.gz"):
-        path = os.path.join(run["dir"], name)
-        if os.path.isfile(path):
-            return path
-    if split in run["bleu"]:
-        raise ReportError(f"{os.path.join(run['dir'], f'bleu_{split}.json')}: its hypotheses "
-                          f"{os.path.join(run['dir'], f'gen_{split}.txt')} (or .txt.gz) are missing")
-    return None
-
-
-def ordered_hypotheses(path: str, n_refs: int, ref_path: str) -> List[str]:
-    """The hypothesis texts of a fairseq-generate output (its ``H-<id>\\t<score>\\t<text>`` lines,
-    in any order; ``.gz`` read decompressed), ordered by id; ids must be 0 .. n_refs − 1, once each
-    (as data_scripts/score_mt.py requires). Errors name the file."""
-    try:
-        lines = hypothesis_lines(path)
-    except ValueError as e:
-        raise ReportError(str(e)) from None
-    hyps: Dict[int, str] = {}
-    for line in lines:
-        parts = line.split("\t")
-        head = parts[0][2:]
-        if len(parts) not in (2, 3) or not head.isdigit():
-            raise ReportError(f"{path}: malformed hypothesis line {line[:60]!r}")
-        if int(head) in hyps:
-            raise ReportError(f"{path}: a second hypothesis for sentence {head} (decode with --nbest 1)")
-        hyps[int(head)] = parts[2] if len(parts) == 3 else ""
-    if sorted(hyps) != list(range(n_refs)):
-        missing = sorted(set(range(n_refs)) - set(hyps))[:5]
-        raise ReportError(f"{path}: {len(hyps)} hypotheses for the {n_refs} references of {ref_path}"
-                          + (f" (missing ids, first ones: {missing})" if missing else
-                             " (ids beyond the references)"))
-    return [hyps[i] for i in range(n_refs)]
-
-
-def read_references(refs_dir: str, split: str, tgt: str) -> List[str]:
-    """``<refs_dir>/<split>.<tgt>``, one reference per line (the data-bin's ``raw/`` folder, which
-    data_scripts/score_mt.py scores against); errors name the file."""
-    path = os.path.join(refs_dir, f"{split}.{tgt}")
-    if not os.path.isfile(path):
-        raise ReportError(f"{path}: no such reference file (--refs-dir: the data-bin's raw/ folder, "
-                          f"holding <split>.<target language>)")
-    try:
-        return read_lines(path)
-    except ValueError as e:
-        raise ReportError(str(e)) from None
-
-
-def target_language(pair: str) -> str:
-    """``en_de`` -> ``de`` (recipes/lib_mt.sh's mt_split_pair: what follows the first ``_``)."""
-    src, _, tgt = pair.partition("_")
-    if not src or not tgt:
-        raise ReportError(f"pair {pair!r}: expected SRC_TGT, e.g. en_de")
-    return tgt
+def decoded(run: dict, split: str) -> bool:
+    """Whether the run decoded ``split``: it scored it (``bleu_<split>.json``) or its hypotheses are
+    there (``gen_<split>.txt`` or a kept ``.txt.gz``; :func:`~.paired_decodes.hypotheses_path`
+    names them when a scored split has none)."""
+    return split in run["bleu"] or any(
+        os.path.isfile(path) for path in hypotheses_candidates(run, split))
 
 
 def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
@@ -213,25 +158,24 @@ def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
     hypotheses read}}} for every decode read."""
     by_cell = {r["variant"]: r for r in runs if r["pair"] == pair and r["seed"] == grid_seed
                and is_finished(r) and r.get("dir")}
-    tgt = target_language(pair)
     refs: Dict[str, List[str]] = {}
     stats: Dict[tuple, object] = {}
 
     def stats_of(run, split):
         key = (run["variant"], split)
         if key not in stats:
-            gen = gen_file(run, split)
-            if gen is None:
+            if not decoded(run, split):
                 stats[key] = None
             else:
                 if split not in refs:
-                    refs[split] = read_references(refs_dir, split, tgt)
-                ref_path = os.path.join(refs_dir, f"{split}.{tgt}")
-                stats[key] = sentence_stats(ordered_hypotheses(gen, len(refs[split]), ref_path), refs[split])
+                    refs[split] = read_references(refs_dir, split, pair)
+                ref_path = os.path.join(refs_dir, f"{split}.{target_language(pair)}")
+                decode = run_statistics(run, split, refs[split], ref_path)
+                stats[key] = decode["stats"]
                 if rescored is not None:
                     rescored.setdefault(run["variant"], {})[split] = {
                         "recorded": run["bleu"].get(split, {}).get("bleu_tok"),
-                        "recomputed": float(bleu_from_totals(stats[key].sum(0)))}
+                        "recomputed": decode["bleu"]}
         return stats[key]
 
     out: Dict[str, Dict[str, dict]] = {}

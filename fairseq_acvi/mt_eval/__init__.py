@@ -12,6 +12,12 @@ for bAbI: the tests and other scripts call these directly, and ``cli/`` holds on
   paired differences, ``--compare``.
 * :mod:`.render` — ``report.md`` and the PNG charts.
 * :mod:`.kept_outputs` — the hypotheses and scores kept beside a report (``--keep-outputs``).
+* :mod:`.paired_decodes` — two runs' decodes of a split compared sentence by sentence (their
+  hypotheses and references read, the paired bootstrap of BLEU).
+* :mod:`.seed003_grid` — seed 003's Table 1 beside the attention grid
+  (``python -m fairseq_acvi.cli.attention_grid_report``).
+* :mod:`.normalizer_table` — the attention normalisers' BLEU and attention statistics
+  (``python -m fairseq_acvi.cli.normalizers_report``).
 """
 from fairseq_acvi.mt_eval.logs import (
     ReportError, likelihood_bits, model_parameters, parse_train_log, parse_validate_log,

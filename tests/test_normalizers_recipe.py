@@ -58,3 +58,43 @@ def test_the_page_documents_every_variable():
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", doc))
     assert names - documented == set()
     assert "`DRY_RUN`" in doc and "[recipe] settings:" in doc
+
+
+# -- the report variables (REPORT_DIR, REPORT_ONLY) --------------------------------------------------
+def test_report_only_runs_the_two_reports_and_nothing_else(tmp_path):
+    proc, marker, work = _run({"REPORT_ONLY": "1", "REPORT_DIR": "rep"}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.read_text().splitlines() == [
+        "-m fairseq_acvi.cli.mt_report runs/normalizers/en_de --out-dir rep --keep-outputs",
+        "-m fairseq_acvi.cli.normalizers_report runs/normalizers/en_de --refs-dir "
+        "data-bin/multi30k_en_de/raw --out-dir rep --split test2016"]
+    assert list(work.iterdir()) == []
+
+
+def test_report_only_with_cnndm_adds_its_runs(tmp_path):
+    proc, marker, _ = _run({"REPORT_ONLY": "1", "REPORT_DIR": "rep", "CNNDM": "1",
+                               "RUNS": "r", "STATS_SPLIT": "test2017", "PAIR": "en_fr"}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.read_text().splitlines()[-1] == (
+        "-m fairseq_acvi.cli.normalizers_report r/en_fr --refs-dir data-bin/multi30k_en_fr/raw "
+        "--out-dir rep --split test2017 --cnndm r/cnndm")
+
+
+def test_dry_run_shows_the_report_settings(tmp_path):
+    proc, marker, _ = _run({"DRY_RUN": "1", "REPORT_DIR": "docs/results/x"}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("[recipe] settings:")]
+    assert "REPORT_DIR=docs/results/x REPORT_ONLY=0" in line
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("given,name,value", [
+    ({"REPORT_ONLY": "yes"}, "REPORT_ONLY", "yes"),
+    ({"REPORT_ONLY": "1"}, "REPORT_DIR", ""),
+    ({"REPORT_DIR": "runs/normalizers/en_de/report"}, "REPORT_DIR", "runs/normalizers/en_de/report")])
+def test_a_bad_report_setting_stops_the_recipe_before_any_work(tmp_path, given, name, value):
+    proc, marker, work = _run(given, tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert re.search(rf"^\[recipe\] error: {name} must be .*, got '{re.escape(value)}'$",
+                     proc.stderr, re.M), proc.stderr
+    assert not marker.exists() and list(work.iterdir()) == []

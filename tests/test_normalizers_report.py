@@ -1,14 +1,12 @@
 """The attention normalisers report (fairseq_acvi/cli/normalizers_report.py; docs/method.md §3.5)
-on tiny fake run folders laid out as recipes/mt_normalizers.sh leaves them, and the recipe's
-report variables (REPORT_DIR, REPORT_ONLY) run with a python that only records its arguments."""
+on tiny fake run folders laid out as recipes/mt_normalizers.sh leaves them (the recipe's report
+variables: tests/test_normalizers_recipe.py)."""
 import gzip
 import json
 import os
 import random
 import re
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -18,8 +16,6 @@ from fairseq_acvi.mt_eval.kept_outputs import keep_outputs
 from fairseq_acvi.mt_eval.normalizer_table import collect, markdown
 from fairseq_acvi.mt_eval.runs import find_runs
 
-REPO = Path(__file__).resolve().parents[1]
-RECIPE = REPO / "recipes" / "mt_normalizers.sh"
 SPLITS = ("valid", "test2016", "test2017")
 N_SENT = 60
 
@@ -349,57 +345,3 @@ def test_a_malformed_cnndm_scores_file_is_an_error(fake, capsys):
     bad.write_text('{"rouge1": 30')
     err = _fails(fake, capsys, "--cnndm", str(cnndm))
     assert str(bad) in err and "not valid JSON" in err
-
-
-# -- the recipe's report variables ------------------------------------------------------------------
-def _recipe(env_extra, tmp_path):
-    """recipes/mt_normalizers.sh from an empty folder with a PYTHON that records its arguments."""
-    marker = tmp_path / "STARTED"
-    fake = tmp_path / "fake_python"
-    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
-    fake.chmod(0o755)
-    work = tmp_path / "work"
-    work.mkdir()
-    env = dict(os.environ, PYTHON=str(fake), **env_extra)
-    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=60)
-    return proc, marker, work
-
-
-def test_report_only_runs_the_two_reports_and_nothing_else(tmp_path):
-    proc, marker, work = _recipe({"REPORT_ONLY": "1", "REPORT_DIR": "rep"}, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert marker.read_text().splitlines() == [
-        "-m fairseq_acvi.cli.mt_report runs/normalizers/en_de --out-dir rep --keep-outputs",
-        "-m fairseq_acvi.cli.normalizers_report runs/normalizers/en_de --refs-dir "
-        "data-bin/multi30k_en_de/raw --out-dir rep --split test2016"]
-    assert list(work.iterdir()) == []
-
-
-def test_report_only_with_cnndm_adds_its_runs(tmp_path):
-    proc, marker, _ = _recipe({"REPORT_ONLY": "1", "REPORT_DIR": "rep", "CNNDM": "1",
-                               "RUNS": "r", "STATS_SPLIT": "test2017", "PAIR": "en_fr"}, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert marker.read_text().splitlines()[-1] == (
-        "-m fairseq_acvi.cli.normalizers_report r/en_fr --refs-dir data-bin/multi30k_en_fr/raw "
-        "--out-dir rep --split test2017 --cnndm r/cnndm")
-
-
-def test_dry_run_shows_the_report_settings(tmp_path):
-    proc, marker, _ = _recipe({"DRY_RUN": "1", "REPORT_DIR": "docs/results/x"}, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("[recipe] settings:")]
-    assert "REPORT_DIR=docs/results/x REPORT_ONLY=0" in line
-    assert not marker.exists()
-
-
-@pytest.mark.parametrize("given,name,value", [
-    ({"REPORT_ONLY": "yes"}, "REPORT_ONLY", "yes"),
-    ({"REPORT_ONLY": "1"}, "REPORT_DIR", ""),
-    ({"REPORT_DIR": "runs/normalizers/en_de/report"}, "REPORT_DIR", "runs/normalizers/en_de/report")])
-def test_a_bad_report_setting_stops_the_recipe_before_any_work(tmp_path, given, name, value):
-    proc, marker, work = _recipe(given, tmp_path)
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert re.search(rf"^\[recipe\] error: {name} must be .*, got '{re.escape(value)}'$",
-                     proc.stderr, re.M), proc.stderr
-    assert not marker.exists() and list(work.iterdir()) == []

@@ -31,11 +31,11 @@ Every variant is compared with the softmax variant of its own context inference 
 for ``soft-csparsemax``). Problems are :class:`~fairseq_acvi.mt_eval.logs.ReportError` naming the
 file.
 """
-import json
 import os
 import re
 from typing import Dict, List, Optional
 
+from fairseq_acvi.data.json_numbers import read_numbers
 from fairseq_acvi.metrics.bleu import format_interval
 from fairseq_acvi.modules.context.normalizers import NORMALIZERS
 from fairseq_acvi.mt_eval.logs import ReportError
@@ -72,15 +72,9 @@ def read_stats(run: dict, split: str) -> Dict[str, float]:
         raise ReportError(f"{path}: missing (python -m fairseq_acvi.metrics.attention_stats writes it; "
                           f"{run['variant']} seed {run['seed']} finished training)")
     try:
-        with open(path, encoding="utf-8") as f:
-            stats = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ReportError(f"{path}: not valid JSON ({e})") from None
-    missing = [k for k in STATS_KEYS if not isinstance(stats, dict)
-               or not isinstance(stats.get(k), (int, float))]
-    if missing:
-        raise ReportError(f"{path}: no {', '.join(missing)} (an attention_stats file with references)")
-    return {k: float(stats[k]) for k in STATS_KEYS}
+        return read_numbers(path, STATS_KEYS, "an attention_stats file with references")
+    except ValueError as e:
+        raise ReportError(str(e)) from None
 
 
 def _order(row: dict):

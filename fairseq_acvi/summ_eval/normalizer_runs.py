@@ -14,11 +14,11 @@ Problems raise ``ValueError`` naming the file or folder.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Dict, List, Optional
 
+from fairseq_acvi.data.json_numbers import read_numbers
 from fairseq_acvi.modules.context.normalizers import NORMALIZERS
 from fairseq_acvi.summ_eval.report import ROUGE_KEYS, coverage_change
 
@@ -32,16 +32,7 @@ REMEDY = "csparsemax"
 
 def read_scores(path: str) -> Dict[str, float]:
     """:data:`SCORE_KEYS` of an ``eval_summarization --json`` file; ValueError naming it."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            res = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
-    missing = [k for k in SCORE_KEYS if not isinstance(res, dict)
-               or not isinstance(res.get(k), (int, float))]
-    if missing:
-        raise ValueError(f"{path}: no {', '.join(missing)} (not an eval_summarization --json file)")
-    return {k: float(res[k]) for k in SCORE_KEYS}
+    return read_numbers(path, SCORE_KEYS, "not an eval_summarization --json file")
 
 
 def label(run: dict) -> str:

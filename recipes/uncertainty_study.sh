@@ -22,6 +22,7 @@ GEN_ARGS="${GEN_ARGS:---max-len-a 2 --max-len-b 10}"
 GEN_SEED="${GEN_SEED:-1}"
 BOOTSTRAP="${BOOTSTRAP:-1000}"
 TRAIN="${TRAIN:-1}"
+ENSEMBLE="${ENSEMBLE:-1}"   # 0: no ensemble (one seed may then be studied alone, as its trainings end)
 RUNS="${RUNS:-runs/multi30k}"
 OUT="${OUT:-runs/uncertainty_study}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"
@@ -37,8 +38,9 @@ check_int PATIENCE
 check_int GEN_SEED
 check_optional nonneg_number MC_DROPOUT_RATE
 check_choice TRAIN 0 1
+check_choice ENSEMBLE 0 1
 read -r -a SEED_LIST <<< "$SEEDS"
-(( ${#SEED_LIST[@]} >= 2 )) || { echo "[recipe] error: SEEDS must be at least two seeds (the ensemble's members), got '$SEEDS'" >&2; exit 2; }
+(( ${#SEED_LIST[@]} >= 2 || ENSEMBLE == 0 )) || { echo "[recipe] error: SEEDS must be at least two seeds (the ensemble's members; ENSEMBLE=0 studies one alone), got '$SEEDS'" >&2; exit 2; }
 
 run_dir() { echo "$RUNS/$PAIR/${1}_seed$2"; }          # run_dir CONTEXT SEED (mt_multi30k.sh's)
 ckpt() { echo "$(run_dir "$1" "$2")/checkpoint_best.pt"; }
@@ -48,18 +50,24 @@ ensemble_path() {  # the soft seeds' checkpoints joined by ':' (fairseq-generate
   echo "$p"
 }
 stages() { [[ "$STAGE" == "all" ]] && echo "train ood decode calibrate measures" || echo "$STAGE"; }
+finished() {  # finished CONTEXT SEED: exit 2 unless that training ended (a checkpoint_best.pt of a
+  # training still running would be decoded, and its outputs kept, as if final)
+  local log; log="$(run_dir "$1" "$2")/train.log"
+  grep -q "done training" "$log" 2>/dev/null \
+    || { echo "[recipe] error: $log: the training of $1 seed $2 has not finished" >&2; exit 2; }
+}
 
 for st in $(stages); do
   case "$st" in
     train) echo "[recipe] plan: train: CONTEXT=soft and CONTEXT=acvi, SEEDS='$SEEDS' with recipes/mt_multi30k.sh, MAX_EPOCH=$MAX_EPOCH PATIENCE=$PATIENCE (kept where checkpoint_best.pt exists)" ;;
     ood) echo "[recipe] plan: ood: binarize $MULTI30K_DIR/tok/test_2017_mscoco.lc.norm.tok.{$SRC,$TGT} with $DATA_BIN's dictionaries into $OUT/coco-bin" ;;
-    decode) echo "[recipe] plan: decode: test2016 and coco, per seed: soft, acvi (K=$MC_SAMPLES), mcdrop (soft, $MC_DROPOUT masks); ensemble of the soft seeds" ;;
+    decode) echo "[recipe] plan: decode: test2016 and coco, per seed: soft, acvi (K=$MC_SAMPLES), mcdrop (soft, $MC_DROPOUT masks)$([[ "$ENSEMBLE" == 1 ]] && echo "; ensemble of the soft seeds")" ;;
     calibrate) echo "[recipe] plan: calibrate: teacher-forced test2016 tokens of the same methods (cli.calibration --save-tokens)" ;;
     measures) echo "[recipe] plan: measures: generation.uncertainty_measures per seed (acvi first: every difference is ACVI's)" ;;
   esac
 done
 recipe_settings STAGE PAIR SRC TGT SEEDS MAX_EPOCH PATIENCE MC_SAMPLES MC_DROPOUT MC_DROPOUT_RATE BEAM GEN_BATCH GEN_ARGS \
-  GEN_SEED BOOTSTRAP TRAIN RUNS OUT DATA_BIN MULTI30K_DIR THREADS DEVICE PYTHON USER_DIR
+  GEN_SEED BOOTSTRAP TRAIN ENSEMBLE RUNS OUT DATA_BIN MULTI30K_DIR THREADS DEVICE PYTHON USER_DIR
 
 mkdir -p "$OUT"
 mt_cpu_flag
@@ -98,6 +106,7 @@ for st in $(stages); do
       fi ;;
     decode)
       test_subset="$(mt_subset test2016)"
+      for s in "${SEED_LIST[@]}"; do finished soft "$s"; finished acvi "$s"; done
       for s in "${SEED_LIST[@]}"; do
         mkdir -p "$OUT/seed$s"
         for set in test2016 coco; do
@@ -110,18 +119,20 @@ for st in $(stages); do
             --mc-dropout "$MC_DROPOUT" ${rate_args[@]+"${rate_args[@]}"}
         done
       done
-      for set in test2016 coco; do
+      [[ "$ENSEMBLE" == 1 ]] && for set in test2016 coco; do
         data="$DATA_BIN" subset="$test_subset"
         [[ "$set" == "coco" ]] && data="$OUT/coco-bin" subset=test
         decode_one "$data" "$subset" "$OUT/ensemble_$set.txt" --path "$(ensemble_path)"
       done ;;
     calibrate)
+      ens=(); [[ "$ENSEMBLE" == 1 ]] && ens=(--model "ensemble=$(ensemble_path)")
       for s in "${SEED_LIST[@]}"; do
         [[ -f "$OUT/seed$s/calibration/calibration.json" ]] && { echo "[recipe] kept: $OUT/seed$s/calibration"; continue; }
+        finished soft "$s"; finished acvi "$s"
         "$PYTHON" -m fairseq_acvi.cli.calibration --data "$DATA_BIN" --subset "$(mt_subset test2016)" \
           --model "acvi=$(ckpt acvi "$s")" --model "soft=$(ckpt soft "$s")" \
           --model "mcdrop=$(ckpt soft "$s")" --mc-dropout "mcdrop=$MC_DROPOUT" \
-          --model "ensemble=$(ensemble_path)" --mc-samples "$MC_SAMPLES" --seed "$GEN_SEED" \
+          "${ens[@]}" --mc-samples "$MC_SAMPLES" --seed "$GEN_SEED" \
           ${rate_args[@]+"${rate_args[@]}"} --bootstrap "$BOOTSTRAP" --threads "$THREADS" \
           --save-tokens --out-dir "$OUT/seed$s/calibration"
       done ;;
@@ -132,8 +143,8 @@ for st in $(stages); do
           args+=(--decoded "$m=$d/${m}_test2016.txt" --ood "$m=$d/${m}_coco.txt"
                  --tokens "$m=$d/calibration/tokens_$m.npz")
         done
-        args+=(--decoded "ensemble=$OUT/ensemble_test2016.txt" --ood "ensemble=$OUT/ensemble_coco.txt"
-               --tokens "ensemble=$d/calibration/tokens_ensemble.npz")
+        [[ "$ENSEMBLE" == 1 ]] && args+=(--decoded "ensemble=$OUT/ensemble_test2016.txt"
+          --ood "ensemble=$OUT/ensemble_coco.txt" --tokens "ensemble=$d/calibration/tokens_ensemble.npz")
         "$PYTHON" -m fairseq_acvi.generation.uncertainty_measures "${args[@]}" \
           --references "$DATA_BIN/raw/test2016.$TGT" --bootstrap "$BOOTSTRAP" --out-dir "$d/measures"
       done ;;

@@ -63,6 +63,7 @@ BAD = {
     "captioning_msrvtt.sh": [({"MAX_EPOCH": "ten"}, "MAX_EPOCH"), ({"LR": "1e-3x"}, "LR"),
                              ({"SPLIT_SIZES": "800 one 100"}, "SPLIT_SIZES"), ({"CONTEXT": "acvii"}, "CONTEXT")],
     "uncertainty_study.sh": [({"SEEDS": "1 two"}, "SEEDS"), ({"SEEDS": "1"}, "SEEDS"),
+                             ({"ENSEMBLE": "yes"}, "ENSEMBLE"),
                              ({"MC_DROPOUT": "ten"}, "MC_DROPOUT"),
                              ({"MC_DROPOUT_RATE": "high"}, "MC_DROPOUT_RATE"), ({"STAGE": "study"}, "STAGE")],
 }
@@ -112,7 +113,7 @@ RESOLVED = {
                               "ARCH": "acvi_video_captioner_msrvtt_cpu"}),
     "uncertainty_study.sh": ({"STAGE": "decode", "SEEDS": "2 3", "MC_DROPOUT": "5"},
                              {"STAGE": "decode", "SEEDS": "2 3", "MC_DROPOUT": "5", "MC_SAMPLES": "10",
-                              "BEAM": "10", "OUT": "runs/uncertainty_study", "DATA_BIN": "data-bin/multi30k_en_de",
+                              "BEAM": "10", "ENSEMBLE": "1", "OUT": "runs/uncertainty_study", "DATA_BIN": "data-bin/multi30k_en_de",
                               "MULTI30K_DIR": "data-bin/raw/multi30k", "MC_DROPOUT_RATE": ""}),
 }
 

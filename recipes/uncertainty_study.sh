@@ -25,12 +25,13 @@ TRAIN="${TRAIN:-1}"
 ENSEMBLE="${ENSEMBLE:-1}"   # 0: no ensemble (one seed may then be studied alone, as its trainings end)
 RUNS="${RUNS:-runs/multi30k}"
 OUT="${OUT:-runs/uncertainty_study}"
+REPORT_DIR="${REPORT_DIR:-}"   # STAGE=report (and the end of STAGE=all): the page across seeds
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"
 MULTI30K_DIR="${MULTI30K_DIR:-${ACVI_DATA:-data-bin/raw}/multi30k}"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 mt_process_defaults
 
-check_choice STAGE all train ood decode calibrate measures
+check_choice STAGE all train ood decode calibrate measures report
 mt_split_pair "$PAIR"
 check_int_list SEEDS
 check_positive_int MAX_EPOCH MC_SAMPLES MC_DROPOUT BEAM GEN_BATCH BOOTSTRAP
@@ -39,6 +40,11 @@ check_int GEN_SEED
 check_optional nonneg_number MC_DROPOUT_RATE
 check_choice TRAIN 0 1
 check_choice ENSEMBLE 0 1
+[[ "$STAGE" != "report" || -n "$REPORT_DIR" ]] \
+  || _check_fail REPORT_DIR "a folder with STAGE=report" "$REPORT_DIR"
+# the copies of the measures (REPORT_DIR/seed<N>/) must not land on themselves
+[[ -n "$REPORT_DIR" && "$(realpath -m -- "$REPORT_DIR")/" =~ ^"$(realpath -m -- "$OUT")"/seed[0-9]+/ ]] \
+  && _check_fail REPORT_DIR "a folder outside OUT's seed<N> folders" "$REPORT_DIR"
 read -r -a SEED_LIST <<< "$SEEDS"
 (( ${#SEED_LIST[@]} >= 2 || ENSEMBLE == 0 )) || { echo "[recipe] error: SEEDS must be at least two seeds (the ensemble's members; ENSEMBLE=0 studies one alone), got '$SEEDS'" >&2; exit 2; }
 
@@ -49,7 +55,7 @@ ensemble_path() {  # the soft seeds' checkpoints joined by ':' (fairseq-generate
   for s in "${SEED_LIST[@]}"; do p+="${p:+:}$(ckpt soft "$s")"; done
   echo "$p"
 }
-stages() { [[ "$STAGE" == "all" ]] && echo "train ood decode calibrate measures" || echo "$STAGE"; }
+stages() { [[ "$STAGE" == "all" ]] && echo "train ood decode calibrate measures report" || echo "$STAGE"; }
 finished() {  # finished CONTEXT SEED: exit 2 unless that training ended (a checkpoint_best.pt of a
   # training still running would be decoded, and its outputs kept, as if final)
   local log; log="$(run_dir "$1" "$2")/train.log"
@@ -64,10 +70,15 @@ for st in $(stages); do
     decode) echo "[recipe] plan: decode: test2016 and coco, per seed: soft, acvi (K=$MC_SAMPLES), mcdrop (soft, $MC_DROPOUT masks)$([[ "$ENSEMBLE" == 1 ]] && echo "; ensemble of the soft seeds")" ;;
     calibrate) echo "[recipe] plan: calibrate: teacher-forced test2016 tokens of the same methods (cli.calibration --save-tokens)" ;;
     measures) echo "[recipe] plan: measures: generation.uncertainty_measures per seed (acvi first: every difference is ACVI's)" ;;
+    report) if [[ -n "$REPORT_DIR" ]]; then
+        echo "[recipe] plan: report: generation.uncertainty_report of seeds '$SEEDS' -> $REPORT_DIR/uncertainty.{md,json}, with each seed's measures copied beside it"
+      else
+        echo "[recipe] plan: report: skipped, REPORT_DIR is empty (STAGE=report REPORT_DIR=<folder> writes the page)"
+      fi ;;
   esac
 done
 recipe_settings STAGE PAIR SRC TGT SEEDS MAX_EPOCH PATIENCE MC_SAMPLES MC_DROPOUT MC_DROPOUT_RATE BEAM GEN_BATCH GEN_ARGS \
-  GEN_SEED BOOTSTRAP TRAIN ENSEMBLE RUNS OUT DATA_BIN MULTI30K_DIR THREADS DEVICE PYTHON USER_DIR
+  GEN_SEED BOOTSTRAP TRAIN ENSEMBLE RUNS OUT REPORT_DIR DATA_BIN MULTI30K_DIR THREADS DEVICE PYTHON USER_DIR
 
 mkdir -p "$OUT"
 mt_cpu_flag
@@ -147,6 +158,16 @@ for st in $(stages); do
           --ood "ensemble=$OUT/ensemble_coco.txt" --tokens "ensemble=$d/calibration/tokens_ensemble.npz")
         "$PYTHON" -m fairseq_acvi.generation.uncertainty_measures "${args[@]}" \
           --references "$DATA_BIN/raw/test2016.$TGT" --bootstrap "$BOOTSTRAP" --out-dir "$d/measures"
+      done ;;
+    report)
+      [[ -n "$REPORT_DIR" ]] || { echo "[recipe] note: REPORT_DIR is empty: no report page (STAGE=report REPORT_DIR=<folder> writes it)"; continue; }
+      files=()
+      for s in "${SEED_LIST[@]}"; do files+=("$OUT/seed$s/measures/measures.json"); done
+      "$PYTHON" -m fairseq_acvi.generation.uncertainty_report --measures "${files[@]}" \
+        --runs "$RUNS/$PAIR" --mc-samples "$MC_SAMPLES" --mc-dropout "$MC_DROPOUT" --out-dir "$REPORT_DIR"
+      for s in "${SEED_LIST[@]}"; do   # what the figures were computed from, to re-check the page
+        mkdir -p "$REPORT_DIR/seed$s"
+        cp "$OUT/seed$s/measures/measures.json" "$OUT/seed$s/measures/measures.md" "$REPORT_DIR/seed$s/"
       done ;;
   esac
 done

@@ -65,7 +65,9 @@ BAD = {
     "uncertainty_study.sh": [({"SEEDS": "1 two"}, "SEEDS"), ({"SEEDS": "1"}, "SEEDS"),
                              ({"ENSEMBLE": "yes"}, "ENSEMBLE"),
                              ({"MC_DROPOUT": "ten"}, "MC_DROPOUT"),
-                             ({"MC_DROPOUT_RATE": "high"}, "MC_DROPOUT_RATE"), ({"STAGE": "study"}, "STAGE")],
+                             ({"MC_DROPOUT_RATE": "high"}, "MC_DROPOUT_RATE"), ({"STAGE": "study"}, "STAGE"),
+                             ({"STAGE": "report", "REPORT_DIR": ""}, "REPORT_DIR"),
+                             ({"REPORT_DIR": "runs/uncertainty_study/seed1"}, "REPORT_DIR")],
 }
 
 #: per recipe, variables given to a dry run and values its settings line must show (given values,
@@ -114,7 +116,7 @@ RESOLVED = {
     "uncertainty_study.sh": ({"STAGE": "decode", "SEEDS": "2 3", "MC_DROPOUT": "5"},
                              {"STAGE": "decode", "SEEDS": "2 3", "MC_DROPOUT": "5", "MC_SAMPLES": "10",
                               "BEAM": "10", "ENSEMBLE": "1", "OUT": "runs/uncertainty_study", "DATA_BIN": "data-bin/multi30k_en_de",
-                              "MULTI30K_DIR": "data-bin/raw/multi30k", "MC_DROPOUT_RATE": ""}),
+                              "MULTI30K_DIR": "data-bin/raw/multi30k", "MC_DROPOUT_RATE": "", "REPORT_DIR": ""}),
 }
 
 

@@ -70,3 +70,33 @@ def test_one_seed_needs_the_ensemble_off(tmp_path):
     proc = _run(dict(env, ENSEMBLE="1"), tmp_path)
     assert proc.returncode == 2
     assert "SEEDS must be at least two seeds" in proc.stderr and not calls.exists()
+
+
+def test_the_report_stage_reads_every_seeds_measures_and_keeps_them_beside_the_page(tmp_path):
+    env, calls = _setup(tmp_path)
+    for s in (1, 2):
+        d = tmp_path / "study" / f"seed{s}" / "measures"
+        d.mkdir(parents=True)
+        (d / "measures.json").write_text(f'{{"seed": {s}}}')
+        (d / "measures.md").write_text(f"# seed {s}\n")
+    report = tmp_path / "report"
+    proc = _run(dict(env, STAGE="report", SEEDS="1 2", ENSEMBLE="1", REPORT_DIR=str(report)),
+                tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = calls.read_text().splitlines()
+    study = tmp_path / "study"
+    assert line == (f"-m fairseq_acvi.generation.uncertainty_report --measures "
+                    f"{study}/seed1/measures/measures.json {study}/seed2/measures/measures.json "
+                    f"--runs {tmp_path}/runs/en_de --mc-samples 10 --mc-dropout 10 "
+                    f"--out-dir {report}")
+    assert (report / "seed2" / "measures.json").read_text() == '{"seed": 2}'
+    assert (report / "seed1" / "measures.md").read_text() == "# seed 1\n"
+
+
+def test_all_without_report_dir_plans_no_report(tmp_path):
+    env, _ = _setup(tmp_path)
+    proc = _run(dict(env, STAGE="all", DRY_RUN="1"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "[recipe] plan: report: skipped, REPORT_DIR is empty" in proc.stdout
+    proc = _run(dict(env, STAGE="all", DRY_RUN="1", REPORT_DIR="out/report"), tmp_path)
+    assert "[recipe] plan: report: generation.uncertainty_report of seeds '1' -> out/report/" in proc.stdout

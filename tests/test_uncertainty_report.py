@@ -159,15 +159,15 @@ def test_the_verdict_follows_each_measures_direction(tmp_path):
     assert fig("ensemble", "tokens", "ECE")["verdict"] == "worse"
     # AUROC, higher is better: the ensemble higher -> ACVI worse
     assert fig("ensemble", "tokens", "AUROC H[p̄]")["verdict"] == "worse"
-    assert v["mcdrop"]["tokens"]["verdict"] == "better"
-    assert v["ensemble"]["tokens"]["verdict"] == "worse"
+    assert v["mcdrop"]["tokens"]["verdict"] == "not distinguishable"
+    assert v["ensemble"]["tokens"]["verdict"] == "worse"      # 2 of 4 figures
     assert v["soft"]["tokens"]["verdict"] == "not distinguishable"
     assert fig("soft", "tokens", "AUROC I")["verdict"] == "not compared"
     # an uncertainty's correlation, more negative is better; logprob's, more positive is better
     assert fig("mcdrop", "quality_estimation", "mean_mi ~ chrf (pearson)")["verdict"] == "better"
     assert fig("ensemble", "quality_estimation", "logprob ~ bleu (spearman)")["verdict"] == "worse"
-    assert v["mcdrop"]["quality_estimation"]["verdict"] == "better"
-    assert v["ensemble"]["quality_estimation"]["verdict"] == "worse"
+    assert v["mcdrop"]["quality_estimation"]["verdict"] == "not distinguishable"
+    assert v["ensemble"]["quality_estimation"]["verdict"] == "not distinguishable"
     assert v["soft"]["quality_estimation"]["verdict"] == "not distinguishable"
     # out of domain: two seeds one way and one the other -> mixed; one seed of three -> not
     # distinguishable
@@ -185,10 +185,10 @@ def test_the_same_numbers_flipped_flip_the_verdict(tmp_path):
                for k, seeds in SCENARIO.items()}
     paths = _write_seeds(tmp_path, flipped)
     v = us.aggregate([us.read_seed(p, i) for i, p in enumerate(paths)])["verdict"]
-    assert v["mcdrop"]["tokens"]["verdict"] == "worse"
+    assert v["mcdrop"]["tokens"]["verdict"] == "not distinguishable"
     assert v["ensemble"]["tokens"]["verdict"] == "better"
-    assert v["mcdrop"]["quality_estimation"]["verdict"] == "worse"
-    assert v["ensemble"]["quality_estimation"]["verdict"] == "better"
+    assert v["mcdrop"]["quality_estimation"]["verdict"] == "not distinguishable"
+    assert v["ensemble"]["quality_estimation"]["verdict"] == "not distinguishable"
 
 
 def test_cost_ratios(tmp_path):
@@ -215,14 +215,14 @@ def test_page_and_json_from_the_command(tmp_path):
     assert ur.main(["--measures", *paths, "--runs", _run_json(tmp_path), "--mc-samples", "10",
                     "--mc-dropout", "10", "--out-dir", str(out)]) == 0
     rep = json.loads((out / "uncertainty.json").read_text())
-    assert rep["verdict"]["mcdrop"]["tokens"]["verdict"] == "better"
+    assert rep["verdict"]["mcdrop"]["tokens"]["verdict"] == "not distinguishable"
     assert rep["runs"]["acvi_seed2"]["arch"] == "acvi_lstm_multi30k"
     md = (out / "uncertainty.md").read_text()
     assert "| acvi | 0.050 ± 0.010 (n=3) |" in md
     assert "| ensemble | 0.030 (one model); better in 3 of 3, worse in 0 of 3 |" in md
     assert "| mcdrop | 0.070 ± 0.000 (n=3); better in 0 of 3, worse in 3 of 3 |" in md
     assert ("* **Token calibration and wrong-token detection (teacher-forced test2016)**: acvi is "
-            "**better** than mcdrop, better on 1 and worse on 0 of the 4 figures compared "
+            "**not distinguishable** from mcdrop, better on 1 and worse on 0 of the 4 figures compared "
             "(better: ECE (3 better, 0 worse of 3 seeds); not distinguishable: 3; not compared (a "
             "side without the figure): AUROC I_members).") in md
     assert ("* **Out-of-domain detection (test2016 against COCO)**: acvi is **not distinguishable** "
@@ -258,7 +258,7 @@ def test_one_seed_without_the_ensemble(tmp_path):
     assert list(report["verdict"]) == ["mcdrop", "soft"]
     ece = _figure(report, "tokens", "ece", "acvi")
     assert (ece["mean"], ece["std"], ece["n"]) == (pytest.approx(0.04), None, 1)
-    assert report["verdict"]["mcdrop"]["tokens"]["verdict"] == "better"      # 1 of 1 seed
+    assert report["verdict"]["mcdrop"]["tokens"]["verdict"] == "not distinguishable"  # 1 figure of 4
     assert "| acvi | 0.040 (n=1) |" in ur.markdown(report)
 
 
@@ -347,3 +347,18 @@ def test_the_module_exits_2_naming_the_file(tmp_path):
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 2, proc.stderr
     assert f"error: {paths[0]}: a JSON object expected" in proc.stderr
+
+
+@pytest.mark.parametrize("calls,expected", [
+    (["better", "better", "not distinguishable", "not distinguishable"], "better"),
+    (["better", "not distinguishable", "not distinguishable", "not compared"], "not distinguishable"),
+    (["better"] + ["not distinguishable"] * 15, "not distinguishable"),      # one of 16: no verdict
+    (["worse"] * 8 + ["not distinguishable"] * 8, "worse"),
+    (["better", "worse", "not distinguishable"], "mixed"),
+    (["better", "better", "mixed"], "mixed"),
+    (["not compared", "not compared"], "not compared"),
+])
+def test_a_question_needs_half_of_its_figures(calls, expected):
+    """A question's verdict: at least half of the figures compared on one side and none on the
+    other; one significant figure among many is no verdict (uncorrected intervals)."""
+    assert us.question_verdict(calls) == expected

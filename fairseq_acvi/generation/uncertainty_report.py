@@ -167,10 +167,13 @@ def markdown(report: dict, runs: Optional[Dict[str, dict]] = None, mc_samples=No
              "(same sentences, same resamples) is significantly better / worse for the row's "
              "method, i.e. its 95 % bootstrap interval excludes 0 on that side. Better is lower "
              "for ECE, higher for an AUROC, more negative for the correlation of an uncertainty "
-             "with quality and more positive for that of logprob. A verdict is *better* or "
-             "*worse* when more than half of the seeds say so and none the opposite; *mixed* "
-             "when seeds disagree. The intervals are not corrected for the number of figures: "
-             "among 16 correlations, one significant seed by chance is no surprise.", ""]
+             "with quality and more positive for that of logprob. A figure's verdict is "
+             "*better* or *worse* when more than half of the seeds say so and none the "
+             "opposite, *mixed* when seeds disagree; a question's, when at least half of its "
+             "figures compared say so and none the opposite, *mixed* when they disagree. The "
+             "intervals are not corrected for the number of figures: among 16 correlations, one "
+             "significant seed by chance is no surprise, and one figure alone makes no verdict.",
+             ""]
     lines += _models(report, runs, mc_samples, mc_dropout)
     lines += ["## Verdict", ""] + verdict_lines(report)
     for i, (q, table) in enumerate(report["questions"].items(), 1):

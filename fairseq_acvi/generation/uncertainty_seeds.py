@@ -21,8 +21,10 @@ questions and the direction in which each of their figures is better (:data:`QUE
 One seed's difference is significant when its 95 % interval excludes 0 (:func:`call`). On one
 figure the base is *better* than a baseline when more than half of the seeds say so and none the
 opposite, *worse* likewise, *mixed* when seeds disagree, else *not distinguishable*
-(:func:`figure_verdict`); on a question, *better* when some figure is better and none worse or
-mixed (:func:`question_verdict`). A method named ``shared`` (the ensemble of the soft seeds) is
+(:func:`figure_verdict`); on a question, *better* when at least half of the figures compared are
+better and none worse or mixed, *worse* likewise, *mixed* when figures disagree, else *not
+distinguishable* (:func:`question_verdict`): with 16 correlations and uncorrected intervals, one
+significant figure alone is no verdict. A method named ``shared`` (the ensemble of the soft seeds) is
 the same model in every seed's table: its own figures count once (n = 1, no std); its differences
 to the base count once per seed, against each seed's base model. Malformed input: ValueError
 naming the file.
@@ -330,15 +332,20 @@ def figure_verdict(n: int, base_better: int, base_worse: int) -> str:
 
 
 def question_verdict(calls: Sequence[str]) -> str:
-    """The figures' verdicts of one question -> "better" (some better, none worse or mixed),
-    "worse", "mixed", "not distinguishable" or "not compared" (no figure compared)."""
+    """The figures' verdicts of one question -> "better" (at least half of the figures compared
+    better, none worse or mixed), "worse" likewise, "mixed" (figures disagree), "not
+    distinguishable" (otherwise) or "not compared" (no figure compared)."""
     compared = [c for c in calls if c != "not compared"]
     if not compared:
         return "not compared"
-    good, bad = "better" in compared, "worse" in compared
+    good, bad = compared.count("better"), compared.count("worse")
     if (good and bad) or "mixed" in compared:
         return "mixed"
-    return "better" if good else "worse" if bad else "not distinguishable"
+    if good and 2 * good >= len(compared):
+        return "better"
+    if bad and 2 * bad >= len(compared):
+        return "worse"
+    return "not distinguishable"
 
 
 def baselines(methods: Sequence[str], base: str) -> List[str]:

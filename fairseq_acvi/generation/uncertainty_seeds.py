@@ -29,12 +29,12 @@ the same model in every seed's table: its own figures count once (n = 1, no std)
 to the base count once per seed, against each seed's base model. Malformed input: ValueError
 naming the file.
 """
-import json
 import math
 import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_acvi.data.json_numbers import read_json
 from fairseq_acvi.generation.uncertainty_measures import (CORRELATIONS, QUALITIES, SCORES,
                                                           TOKEN_SCORES)
 
@@ -70,16 +70,6 @@ def _is_num(x) -> bool:
 
 def _finite(x) -> bool:
     return _is_num(x) and math.isfinite(x)
-
-
-def _load_json(path: str, what: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as e:
-        raise ValueError(f"{path}: cannot be read ({e.strerror}; {what})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
 def _walk(path: str, obj, keys: Sequence[str]):
@@ -125,7 +115,7 @@ def read_seed(path: str, index: int = 0) -> dict:
     {question: {figure key: {method: figure or None}}}, "seconds": {method: float},
     "quality": {method: {"chrf", "bleu"}}}. ValueError naming ``path`` when it is missing or
     malformed."""
-    rep = _load_json(path, "the measures of one seed")
+    rep = read_json(path, "the measures of one seed")
     if not isinstance(rep, dict):
         raise ValueError(f"{path}: a JSON object expected (uncertainty_measures' measures.json)")
     methods = rep.get("methods")
@@ -180,7 +170,7 @@ def read_runs(runs_dir: str, seeds: Sequence[int]) -> Dict[str, dict]:
     for s in seeds:
         for context in ("acvi", "soft"):
             path = os.path.join(runs_dir, f"{context}_seed{s}", "run.json")
-            rec = _load_json(path, f"the {context} training of seed {s}")
+            rec = read_json(path, f"the {context} training of seed {s}")
             if not isinstance(rec, dict) or not isinstance(rec.get("arch"), str):
                 raise ValueError(f"{path}: a run.json with an arch expected")
             if rec.get("context", context) != context or rec.get("seed", s) != s:

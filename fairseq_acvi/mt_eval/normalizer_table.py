@@ -39,8 +39,7 @@ from fairseq_acvi.data.json_numbers import read_numbers
 from fairseq_acvi.metrics.bleu import format_interval
 from fairseq_acvi.modules.context.normalizers import NORMALIZERS
 from fairseq_acvi.mt_eval.logs import ReportError
-from fairseq_acvi.mt_eval.paired_decodes import (paired_interval, read_references, run_statistics,
-                                                 target_language)
+from fairseq_acvi.mt_eval.paired_decodes import Decodes, paired_interval, target_language
 from fairseq_acvi.mt_eval.render import fmt
 from fairseq_acvi.mt_eval.summary import aggregate, is_finished, mean_std, paired
 
@@ -152,22 +151,7 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
     rows.sort(key=_order)
     bases = _base_variants(rows)
 
-    refs: Dict[str, tuple] = {}
-    decoded: Dict[tuple, dict] = {}
-    notes: List[str] = []
-
-    def decode(run, s):
-        if s not in refs:
-            refs[s] = (read_references(refs_dir, s, pair),
-                       os.path.join(refs_dir, f"{s}.{target_language(pair)}"))
-        key = (run["variant"], run["seed"], s)
-        if key not in decoded:
-            decoded[key] = run_statistics(run, s, *refs[s], kept=kept)
-            recorded = run["bleu"][s].get("bleu_tok")
-            if recorded is not None and abs(recorded - decoded[key]["bleu"]) > 0.01:
-                notes.append(f"{decoded[key]['path']} scores {decoded[key]['bleu']:.2f} against "
-                             f"{refs[s][1]}, its bleu_{s}.json {recorded:.2f}: other references?")
-        return decoded[key]
+    decodes = Decodes(refs_dir, pair, kept)
 
     for row in rows:
         base = bases.get(row["context"])
@@ -185,7 +169,8 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
                 entry[key] = stats[(row["variant"], r["seed"])][key] - stats[(base, r["seed"])][key]
             for s in test_splits:
                 if s in r["bleu"] and s in b["bleu"]:
-                    iv = paired_interval(decode(b, s), decode(r, s), n_resamples, level)
+                    iv = paired_interval(decodes.statistics(b, s), decodes.statistics(r, s),
+                                         n_resamples, level)
                     iv["base_hypotheses"] = _rel(iv["base_hypotheses"])
                     iv["other_hypotheses"] = _rel(iv["other_hypotheses"])
                     entry["bootstrap"][s] = iv
@@ -199,7 +184,10 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
              "runs": [{"variant": r["variant"], "seed": r["seed"], "dir": _rel(r["dir"]),
                        "normalizer": r["normalizer"], "stats": stats[(r["variant"], r["seed"])]}
                       for r in sorted(finished, key=lambda r: (r["variant"], r["seed"]))],
-             "unfinished": unfinished, "ignored": ignored, "notes": notes}
+             "unfinished": unfinished, "ignored": ignored,
+             "notes": [f"{x['path']} scores {x['recomputed']:.2f} against "
+                       f"{decodes.refs_path(x['split'])}, its bleu_{x['split']}.json "
+                       f"{x['recorded']:.2f}: other references?" for x in decodes.mismatches()]}
     table["verdicts"] = verdicts(table)
     return table
 

@@ -12,7 +12,9 @@ Where a run's hypotheses of ``<split>`` are looked for, first found wins (:func:
 
 The hypotheses are the ``H-<id>`` lines in id order (ids 0 … n−1, each once); the references are
 ``<refs_dir>/<split>.<tgt>`` (``tgt``: the pair's second language, ``en_de`` → ``de``), the raw
-references score_mt.py scores ``bleu_tok`` against. Every problem is a
+references score_mt.py scores ``bleu_tok`` against. :class:`Decodes` reads each split's
+references once and scores each run's decode once for a report, and lists the decodes whose
+recomputed BLEU is not the one their ``bleu_<split>.json`` records. Every problem is a
 :class:`~fairseq_acvi.mt_eval.logs.ReportError` naming the file.
 """
 import os
@@ -108,3 +110,43 @@ def paired_interval(base: dict, other: dict, n_resamples: int = 1000, level: flo
     ``p_other_better``, ``base``, ``other``, ``n_resamples``, ``level``, and the two files read."""
     r = paired_bootstrap(np.asarray(base["stats"]), np.asarray(other["stats"]), n_resamples, level, seed)
     return dict(r, base_hypotheses=base["path"], other_hypotheses=other["path"])
+
+
+#: a decode's tokenised BLEU recomputed from its hypotheses differs from the ``bleu_tok`` its
+#: ``bleu_<split>.json`` records (2 decimals) by rounding only; more is a mismatch
+RESCORE_TOLERANCE = 0.006
+
+
+class Decodes:
+    """Runs' decodes scored against the references of ``refs_dir`` (``pair``'s target language):
+    each split's references read once, each (run, split) scored once (:func:`run_statistics`,
+    hypotheses looked for as :func:`hypotheses_path` says, ``kept`` included). ``rescored`` lists
+    every decode read: {"run", "split", "path", "recomputed", "recorded" (its ``bleu_tok``, or
+    None)}; :meth:`mismatches` those whose two BLEU differ by more than rounding (other
+    references?)."""
+
+    def __init__(self, refs_dir: str, pair: str, kept: Optional[str] = None):
+        self.refs_dir, self.pair, self.kept = refs_dir, pair, kept
+        self._refs: Dict[str, List[str]] = {}
+        self._scored: Dict[tuple, dict] = {}
+        self.rescored: List[dict] = []
+
+    def refs_path(self, split: str) -> str:
+        return os.path.join(self.refs_dir, f"{split}.{target_language(self.pair)}")
+
+    def statistics(self, run: dict, split: str) -> dict:
+        """:func:`run_statistics` of the run's decode of ``split``, computed once."""
+        key = (run["variant"], run["seed"], split)
+        if key not in self._scored:
+            if split not in self._refs:
+                self._refs[split] = read_references(self.refs_dir, split, self.pair)
+            decode = run_statistics(run, split, self._refs[split], self.refs_path(split), self.kept)
+            self._scored[key] = decode
+            self.rescored.append({"run": run, "split": split, "path": decode["path"],
+                                  "recomputed": decode["bleu"],
+                                  "recorded": run["bleu"].get(split, {}).get("bleu_tok")})
+        return self._scored[key]
+
+    def mismatches(self) -> List[dict]:
+        return [x for x in self.rescored if x["recorded"] is not None
+                and abs(x["recomputed"] - x["recorded"]) > RESCORE_TOLERANCE]

@@ -31,8 +31,8 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_acvi.metrics.bleu import format_interval, paired_bootstrap
-from fairseq_acvi.mt_eval.paired_decodes import (
-    hypotheses_candidates, read_references, run_statistics, target_language)
+from fairseq_acvi.mt_eval.render import fmt
+from fairseq_acvi.mt_eval.paired_decodes import RESCORE_TOLERANCE, Decodes, hypotheses_candidates
 from fairseq_acvi.mt_eval.runs import SPLITS
 from fairseq_acvi.mt_eval.summary import is_finished, paired
 
@@ -67,9 +67,6 @@ SEED_TABLE1 = (
 BASELINE = "none-grid-none"
 TESTS = tuple(s for s in SPLITS if s != "valid")        # test2016, test2017
 VERDICTS = ("reproduced", "not reproduced", "not significant", "not run")
-#: the largest difference between a decode's BLEU recomputed here and the bleu_tok its
-#: bleu_<split>.json records (rounded to 2 decimals) that is not reported as a mismatch
-RESCORE_TOLERANCE = 0.006
 
 
 def variant(scorer: Optional[str], config: Optional[str], context: str = "soft") -> str:
@@ -158,25 +155,10 @@ def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
     hypotheses read}}} for every decode read."""
     by_cell = {r["variant"]: r for r in runs if r["pair"] == pair and r["seed"] == grid_seed
                and is_finished(r) and r.get("dir")}
-    refs: Dict[str, List[str]] = {}
-    stats: Dict[tuple, object] = {}
+    decodes = Decodes(refs_dir, pair)
 
     def stats_of(run, split):
-        key = (run["variant"], split)
-        if key not in stats:
-            if not decoded(run, split):
-                stats[key] = None
-            else:
-                if split not in refs:
-                    refs[split] = read_references(refs_dir, split, pair)
-                ref_path = os.path.join(refs_dir, f"{split}.{target_language(pair)}")
-                decode = run_statistics(run, split, refs[split], ref_path)
-                stats[key] = decode["stats"]
-                if rescored is not None:
-                    rescored.setdefault(run["variant"], {})[split] = {
-                        "recorded": run["bleu"].get(split, {}).get("bleu_tok"),
-                        "recomputed": decode["bleu"]}
-        return stats[key]
+        return decodes.statistics(run, split)["stats"] if decoded(run, split) else None
 
     out: Dict[str, Dict[str, dict]] = {}
     for scorer in SCORERS:
@@ -194,6 +176,10 @@ def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
                     continue
                 r = paired_bootstrap(base_stats, other, n_resamples=n_resamples, level=level)
                 out.setdefault(scorer, {}).setdefault(split, {})[f"iii-{base_config}"] = r
+    if rescored is not None:
+        for x in decodes.rescored:
+            rescored.setdefault(x["run"]["variant"], {})[x["split"]] = {
+                "recorded": x["recorded"], "recomputed": x["recomputed"]}
     return out
 
 
@@ -287,11 +273,7 @@ def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir
 
 def ms_text(ms: Optional[dict], missing: str = "not run") -> str:
     """``31.20 ± 0.40 (n=3)``; ``31.20 (n=1)``; ``missing`` for None."""
-    if ms is None:
-        return missing
-    if ms["n"] == 1:
-        return f"{ms['mean']:.2f} (n=1)"
-    return f"{ms['mean']:.2f} ± {ms['std']:.2f} (n={ms['n']})"
+    return missing if ms is None else f"{fmt(ms)} (n={ms['n']})"
 
 
 def _cell_texts(ours: dict, keys: Sequence[str]) -> List[str]:

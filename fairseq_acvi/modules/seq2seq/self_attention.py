@@ -110,24 +110,24 @@ class SelfAttentionBlock(nn.Module):
              ) -> Tuple[Tensor, Tensor, Tensor]:
         """Causal, one step: x_t (B, d) the state of step t; past_keys, past_values
         (B, heads, t−1, d_h) those of steps 1..t−1 -> (y_t (B, d), keys, values (B, heads, t, d_h))
-        with step t's appended (pass them to the next step)."""
-        q, k, v = self._heads(x_t.unsqueeze(1))                       # (B, h, 1, d_h) each
-        keys = torch.cat([past_keys.to(k.dtype), k], dim=2)
-        values = torch.cat([past_values.to(v.dtype), v], dim=2)
-        y = self._residual(x_t, self._attend(q, keys, values, None, x_t.dtype).squeeze(1))
-        return y, keys, values
+        with step t's appended (pass them to the next step): :meth:`steps` with T = 1."""
+        y, keys, values = self.steps(x_t.unsqueeze(1), past_keys, past_values)
+        return y.squeeze(1), keys, values
 
     def steps(self, x: Tensor, past_keys: Tensor, past_values: Tensor
               ) -> Tuple[Tensor, Tensor, Tensor]:
         """Causal, T steps at once: x (B, T, d) the states of steps t0+1..t0+T; past_keys,
-        past_values (B, heads, t0, d_h) -> (y (B, T, d), keys, values (B, heads, t0 + T, d_h)):
-        what T calls of :meth:`step` give, step t0+i seeing the states of steps 1..t0+i."""
+        past_values (B, heads, t0, d_h) -> (y (B, T, d), keys, values (B, heads, t0 + T, d_h)),
+        step t0+i seeing the states of steps 1..t0+i (the causal mask; none is needed for one
+        step, which sees every state there is)."""
         q, k, v = self._heads(x)                                      # (B, h, T, d_h) each
         keys = torch.cat([past_keys.to(k.dtype), k], dim=2)
         values = torch.cat([past_values.to(v.dtype), v], dim=2)
         T, t0 = x.size(1), past_keys.size(2)
-        pos = torch.arange(t0 + T, device=x.device)
-        mask = pos.unsqueeze(0) <= pos[t0:].unsqueeze(1)               # (T, t0 + T): j ≤ t0 + i
+        mask = None
+        if T > 1:
+            pos = torch.arange(t0 + T, device=x.device)
+            mask = pos.unsqueeze(0) <= pos[t0:].unsqueeze(1)           # (T, t0 + T): j ≤ t0 + i
         y = self._residual(x, self._attend(q, keys, values, mask, x.dtype))
         return y, keys, values
 

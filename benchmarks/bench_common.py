@@ -55,17 +55,19 @@ def elbo_loss(model, src, lengths, prev, tgt, score_target=None):
     return loss
 
 
-def training_words_per_second(models, opts, b, words: int, rounds: int):
-    """Target words/s of :func:`elbo_train_step` for each model on the same batch ``b``: one
-    warm-up step each, then ``rounds`` rounds with the models' order rotated every round;
-    medians. ``models``/``opts``: name -> model / optimizer (the models are put in train mode)."""
+def training_words_per_second(models, opts, b, words: int, rounds: int, warmup=None):
+    """Target words/s of :func:`elbo_train_step` for each model on the same batch ``b``: warm-up
+    steps (one each, or ``warmup[name]``: a compiled model compiles and records its CUDA graphs
+    there), then ``rounds`` rounds with the models' order rotated every round; medians.
+    ``models``/``opts``: name -> model / optimizer (the models are put in train mode)."""
     import statistics
 
     times = {k: [] for k in models}
     for m in models.values():
         m.train()
     for k in models:  # warm-up
-        elbo_train_step(models[k], opts[k], *b)
+        for _ in range((warmup or {}).get(k, 1)):
+            elbo_train_step(models[k], opts[k], *b)
     keys = list(models)
     for r in range(rounds):
         for k in keys[r % len(keys):] + keys[: r % len(keys)]:

@@ -8,9 +8,14 @@ words/s (one ELBO step: forward, backward, SGD update) of
   * ``<v> loop``:      the same without input feeding, forced through the step loop;
   * ``<v> parallel``:  the same model as ``loop``, every step at once (the parallel path);
 
-and fairseq's own ``lstm`` (with its input feeding) at the same sizes. Timings are interleaved
+  * ``<v> loop+feed <mode>``: the default decoder with its step compiled (``--compile MODES``:
+    ``inductor``, ``reduce-overhead``; docs/method.md §3.8), warmed up for 3 steps;
+
+and fairseq's own ``lstm`` (with its input feeding) at the same sizes. A variant with no parallel
+path (``pag``, ``rpag``) gets the ``loop+feed`` rows only. Timings are interleaved
 (the order rotates every round) and reported as medians; the ratios compare runs of one process.
-The target: ``parallel`` ≥ 2× ``loop+feed`` at the Multi30K word shape on the CPU.
+The targets: ``parallel`` ≥ 2× ``loop+feed`` at the Multi30K word shape on the CPU; on a GPU
+``soft parallel`` ≥ 3× fairseq's ``lstm`` and PAG's compiled step ≥ 0.7× ``soft loop+feed``.
 
 ``--model pointer_generator`` times the CNN/DM preset instead (128-d embeddings, 256-d LSTMs, the
 copy mixture over ``--markers`` OOV markers; coverage off, as in its first training phases, since
@@ -18,6 +23,7 @@ coverage is recurrent), without fairseq's ``lstm``.
 
     python benchmarks/bench_parallel_decoder.py [--variants soft,acvi] [--rounds 7]
         [--batch 64] [--len 30] [--src-len N] [--vocab 8000] [--layers 2] [--device cuda]
+        [--compile inductor,reduce-overhead]
     python benchmarks/bench_parallel_decoder.py --model pointer_generator --batch 16 --len 100
         --src-len 400 --vocab 50000
 """
@@ -37,7 +43,7 @@ from fairseq_acvi.models.pointer_generator import PointerGeneratorModel  # noqa:
 from fairseq_acvi.models.pointer_generator import base_architecture as pg_arch  # noqa: E402
 
 
-def build(a, d, variant, feeding: int, parallel: bool):
+def build(a, d, variant, feeding: int, parallel: bool, compile_mode: str = "none"):
     if a.model == "pointer_generator":
         args = argparse.Namespace(arch="acvi_pointer_generator", context_inference=variant,
                                   coverage=False, mc_samples=10, input_feeding=feeding)
@@ -46,6 +52,7 @@ def build(a, d, variant, feeding: int, parallel: bool):
     else:
         model = ours(d, variant, a.dim, a.layers, input_feeding=feeding)
     model.decoder.parallel_teacher_forcing = parallel
+    model.decoder.compile_step = compile_mode
     return model.to(a.device)
 
 
@@ -63,36 +70,50 @@ def main():
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--model", choices=["translation", "pointer_generator"], default="translation")
     p.add_argument("--markers", type=int, default=400, help="pointer_generator: OOV markers")
+    p.add_argument("--compile", default="", help="modes of --compile-decoder-step to time too")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     pg = a.model == "pointer_generator"
     d = summ.make_dict(a.vocab, a.markers) if pg else make_dict(a.vocab)
-    models = {}
-    for v in [v for v in a.variants.split(",") if v]:
+    models, warmup = {}, {}
+    modes = [m for m in a.compile.split(",") if m]
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
         models[f"{v} loop+feed"] = build(a, d, v, 1, True)
-        models[f"{v} loop"] = build(a, d, v, 0, False)
-        models[f"{v} parallel"] = build(a, d, v, 0, True)
-        assert models[f"{v} parallel"].decoder.runs_in_parallel, f"{v}: no parallel path"
+        for mode in modes:
+            models[f"{v} loop+feed {mode}"] = build(a, d, v, 1, True, mode)
+            warmup[f"{v} loop+feed {mode}"] = 3
+        if build(a, d, v, 0, True).decoder.runs_in_parallel:
+            models[f"{v} loop"] = build(a, d, v, 0, False)
+            models[f"{v} parallel"] = build(a, d, v, 0, True)
     if not pg:
         models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers).to(a.device)
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
     b = (summ.batch(d, a.batch, a.src_len or a.len, a.len, a.markers, device=a.device) if pg
          else batch(d, a.batch, a.len, 0, a.src_len, a.device))
-    wps = training_words_per_second(models, opts, b, a.batch * a.len, a.rounds)
+    wps = training_words_per_second(models, opts, b, a.batch * a.len, a.rounds, warmup)
     shape = ("the CNN/DM pointer-generator preset, " if pg
              else f"dim {a.dim}, layers {a.layers}, ")
     print(f"# training: batch {a.batch}×{a.len} target words (source {a.src_len or a.len}), "
           f"vocab {a.vocab}, {shape}{a.rounds} rounds, "
           f"{a.threads} thread(s), device {device_label(a.device)}; medians")
     ref = "fairseq-lstm" if not pg else next(iter(wps))
-    print(f"{'model':<22} {'words/s':>9} {'vs ' + ref:>18}")
+    print(f"{'model':<34} {'words/s':>9} {'vs ' + ref:>18}")
     for k, w in wps.items():
-        print(f"{k:<22} {w:9.0f} {w / wps[ref]:18.3f}")
-    for v in [v for v in a.variants.split(",") if v]:
-        par = wps[f"{v} parallel"]
-        print(f"{v}: parallel / loop+feed = {par / wps[f'{v} loop+feed']:.2f}  (target ≥ 2)   "
-              f"parallel / loop (same model) = {par / wps[f'{v} loop']:.2f}")
+        print(f"{k:<34} {w:9.0f} {w / wps[ref]:18.3f}")
+    for v in variants:
+        feed = wps[f"{v} loop+feed"]
+        if f"{v} parallel" in wps:
+            par = wps[f"{v} parallel"]
+            print(f"{v}: parallel / loop+feed = {par / feed:.2f}  (target ≥ 2)   "
+                  f"parallel / loop (same model) = {par / wps[f'{v} loop']:.2f}")
+        for mode in modes:
+            line = f"{v}: loop+feed {mode} / loop+feed = {wps[f'{v} loop+feed {mode}'] / feed:.2f}"
+            if v != "soft" and "soft loop+feed" in wps:
+                line += (f"   / soft loop+feed = "
+                         f"{wps[f'{v} loop+feed {mode}'] / wps['soft loop+feed']:.2f}")
+            print(line)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The prepared checks for a lent GPU (one call of the device tool, well inside its 10 minutes), in
-# the order that matters: the parallel decoder's speed against the step loop and fairseq's lstm
-# at the shapes of docs/results/parallel_decoder_2026-11-29/ (the CPU figures there), then the
-# CUDA checks of the parallel path and of every family's mixed precision. Each step has its own
-# time limit and writes its own file under $OUT, so a step that fails or runs out of time loses
-# only itself. From the repository root, on the device:
+# the order that matters: the parallel decoder's and the compiled step's speed against the step
+# loop and fairseq's lstm at the shapes of docs/results/parallel_decoder_2026-11-29/ (the CPU
+# figures there), then every CUDA test (the parallel path, the compiled step, every family's mixed
+# precision). Each step has its own time limit and writes its own file under $OUT, so a step
+# that fails or runs out of time loses only itself. From the repository root, on the device:
 #   OUT=$OUT WHEELS=wheels ACVI_DATA=data bash benchmarks/gpu_session.sh speed    # ≈ 6 minutes
-#   OUT=$OUT WHEELS=wheels ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 6 minutes
+#   OUT=$OUT WHEELS=wheels ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 8 minutes
 # (two calls: each fits the device tool's 10-minute limit with time to spare for the install).
 # The device has Python 3.12 and no package registry: WHEELS (optional) is a folder of wheels
 # carried with the tree (fairseq-fixed's cp312 wheel, bitarray, hydra-core, omegaconf, antlr4's
@@ -33,11 +33,13 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, output to $OUT/NAME.
 }
 B=benchmarks/bench_parallel_decoder.py
 if [[ "$PART" == speed ]]; then
-step parallel_multi30k 90 python "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1
-step parallel_word2 90 python "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
-step parallel_char 90 python "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1
-step parallel_cnndm 120 python "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000
-step cuda_parallel_tests 120 python -m pytest -m cuda tests/test_cuda.py -q -n 8 -k "input_feeding or parallel"
+# the step loop compiled (docs/method.md §3.8) beside the step loop, the parallel path and fairseq's
+# lstm at the character shape, where PAG trained at 0.30× soft on the H200 (2026-11-28)
+step compiled_char 200 python "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1 --variants soft,acvi,pag,rpag --compile reduce-overhead,inductor
+step parallel_multi30k 80 python "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
+step parallel_word2 70 python "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
+step parallel_cnndm 100 python "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000
 else
-step cuda_tests 420 python -m pytest -m cuda tests/test_cuda.py -q -n 14 -k "not input_feeding and not parallel"
+# every CUDA test: the parallel path, the compiled step, every family's mixed precision
+step cuda_tests 480 python -m pytest -m cuda tests/test_cuda.py -q -n 14
 fi

@@ -190,6 +190,42 @@ def test_parallel_pass_equals_the_step_loop_on_cuda(variant, options):
     assert torch.isfinite(half_grad).all()
 
 
+@pytest.mark.parametrize("mode", ["inductor", "reduce-overhead"])
+@pytest.mark.parametrize("variant", ["soft", "acvi", "pag"])
+def test_compiled_step_equals_the_eager_step_on_cuda(variant, mode):
+    """float32 on the GPU (method §3.8): the step compiled by TorchInductor (Triton kernels), and
+    replayed as CUDA graphs under ``reduce-overhead``, gives the eager step's log-probabilities,
+    losses, attention and gradients up to float32 rounding, with dropout (the eager random
+    numbers: ``fallback_random``), on two batch shapes in turn (a graph recorded for each) and
+    the first again (replayed)."""
+    import torch._inductor.config as inductor_config
+    from test_compiled_step import _check_same
+    from test_seq2seq_model import _batch, build_model
+    from fairseq_acvi.modules.seq2seq import compiled_step
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch._dynamo.reset()
+    compiled_step._COMPILED.clear()
+    torch.manual_seed(0)
+    model, d = build_model(variant, dropout=0.3, mc_samples=3 if variant == "acvi" else 0)
+    model.cuda().train()
+    with inductor_config.patch(fallback_random=True):
+        for B, seed in ((3, 0), (2, 1), (3, 0)):
+            src, lengths, prev = (x.cuda() for x in _batch(d, B=B, seed=seed))
+            _check_same(model, d, src, lengths, prev, mode, atol=1e-4)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_compiled_planning_attention_mixed_precision_round_trip(tmp_path, precision):
+    """PAG, the slowest step (method §3.8), trained with its step replayed as CUDA graphs
+    (``--compile-decoder-step reduce-overhead``) in each mode: 60 updates, loss falls, finite,
+    then beam search (eager steps) from the checkpoint in the same mode."""
+    data, text = _train_lstm_reversal(tmp_path, precision, "--context-inference", "pag",
+                                      "--compile-decoder-step", "reduce-overhead")
+    _assert_finite(text, ["loss", "nll_loss"])
+    _beam_search_12_finite(data, tmp_path / "ck" / "checkpoint_last.pt", precision, 0)
+
+
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("variant", ["pag", "rpag"])
 def test_planning_attention_mixed_precision_round_trip(tmp_path, variant, precision):

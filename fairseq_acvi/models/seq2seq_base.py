@@ -39,6 +39,7 @@ from fairseq.models.lstm import Embedding
 from fairseq_acvi.modules.context import (add_context_args, check_options_apply,
                                           check_sample_count, fill_context_defaults,
                                           keep_predating_values)
+from fairseq_acvi.modules.seq2seq.compiled_step import MODES, check_mode
 from fairseq_acvi.modules.seq2seq.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.seq2seq.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
 from fairseq_acvi.modules.seq2seq.lstm_encoder import ABLATIONS
@@ -56,6 +57,7 @@ SEQ2SEQ_DEFAULTS = dict(
     init_scale=DEFAULT_INIT_SCALE, context_ablation="none",
     max_source_positions=1024, max_target_positions=1024,
     attend_decoder_past=False, self_attention_heads=0, input_feeding=1,
+    compile_decoder_step="none",
 )
 
 
@@ -82,6 +84,13 @@ def add_seq2seq_args(parser):
                              "0: it is not, so a teacher-forced pass runs the LSTM over all steps "
                              "in one fused call and the attention of every step at once, where "
                              "the context inference allows it (docs/method.md §3.7)")
+    parser.add_argument("--compile-decoder-step", choices=MODES,
+                        help="how a teacher-forced pass of the step loop (input feeding, "
+                             "planning, coverage, constrained normalisers) runs each step: "
+                             "none (default, eager), inductor (torch.compile's fused kernels), "
+                             "reduce-overhead (the same, replayed as CUDA graphs on a GPU); the same "
+                             "values up to float rounding; compiled once per process "
+                             "(modules/seq2seq/compiled_step.py)")
     parser.add_argument("--attend-decoder-past", action="store_true", default=None,
                         help="seed 003's configuration (ii): at each step the decoder also attends "
                              "over its own earlier outputs with a second scorer of the "
@@ -135,6 +144,7 @@ def seq2seq_defaults(args, **overrides):
         raise ValueError("--attend-decoder-past is a switch (True / False), got "
                          f"{args.attend_decoder_past!r}")
     check_heads(args.self_attention_heads, {"--decoder-hidden-size": args.decoder_hidden_size})
+    check_mode(args.compile_decoder_step)
 
 
 def check_dictionary_sizes(model, state_dict):

@@ -42,7 +42,11 @@ from fairseq_acvi.modules.precision import at_least_float32
 
 def _check_feasible(u: Tensor, pad_mask: Tensor) -> None:
     total = u.masked_fill(pad_mask, 0.0).sum(-1)
-    if bool((total < 1.0 - 1e-4).any()):
+    feasible = ~(total < 1.0 - 1e-4).any()
+    if torch.compiler.is_compiling():  # a compiled step (compiled_step.py): checked on the device
+        torch._assert_async(feasible, "constrained attention: the upper bounds of some row sum "
+                            "to less than 1")
+    elif not bool(feasible):
         raise ValueError("constrained attention: the upper bounds of some row sum to less than 1 "
                          f"(min {float(total.min()):.4f}), so no distribution satisfies them; the "
                          "sink position (docs/method.md §3.5) keeps every row feasible")

@@ -83,6 +83,7 @@ from fairseq_acvi.mc_prediction import averaging as mc
 from fairseq_acvi.mc_prediction import uncertainty as unc
 from fairseq_acvi.modules.context import StepOutput, context_class
 from fairseq_acvi.modules.context.scorers import Memory
+from fairseq_acvi.modules.seq2seq import compiled_step
 from fairseq_acvi.modules.seq2seq.decoder_passes import DecoderPasses
 from fairseq_acvi.modules.seq2seq.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.seq2seq.output_layers import OutputInputs, OutputLayer, VocabularyOutput
@@ -126,6 +127,8 @@ class ContextLSTMDecoder(DecoderPasses, FairseqIncrementalDecoder):
         self.out_dim = args.decoder_out_embed_dim
         #: Luong et al.'s input feeding (``--input-feeding``, default 1): f_{t-1} is an LSTM input
         self.input_feeding = bool(getattr(args, "input_feeding", 1))
+        self.compile_step = compiled_step.check_mode(
+            getattr(args, "compile_decoder_step", None) or "none")
         self.feed_dim = self.out_dim if self.input_feeding else 0
         self.word_keep = getattr(self.context, "word_keep", 1.0)
         #: "zero": every context (mean and samples) is replaced by zeros (source-use diagnostics;
@@ -238,7 +241,7 @@ class ContextLSTMDecoder(DecoderPasses, FairseqIncrementalDecoder):
             cov_loss = None
         else:
             s, feeds, steps, new_cache, cov_loss, past_attn = self._step_by_step(
-                x, cache, mem, prepared, t0)
+                x, cache, mem, prepared, t0, incremental_state is not None)
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "cache", new_cache)
         stats = {} if self.record_uncertainty and not score_target else None

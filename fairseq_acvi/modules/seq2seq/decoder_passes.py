@@ -20,6 +20,11 @@ from torch import Tensor
 
 from fairseq_acvi.modules.context import stack_steps
 from fairseq_acvi.modules.context.scorers import Memory
+from fairseq_acvi.modules.seq2seq import compiled_step
+
+#: the incremental state's entries that one step reads and replaces, where the configuration
+#: keeps them (besides the LSTM state and the context inference's ``state_*``)
+CARRIED = ("feed", "coverage", "sa_keys", "sa_values", "past_keys", "past_values")
 
 
 class DecoderPasses:
@@ -28,6 +33,9 @@ class DecoderPasses:
     #: False forces the step loop where the parallel path would run (benchmarks and tests compare
     #: the two on one model)
     parallel_teacher_forcing = True
+    #: ``--compile-decoder-step``: how a teacher-forced pass of the step loop runs its step
+    #: (compiled_step.py; ``none``, the eager step, by default)
+    compile_step = "none"
 
     @property
     def runs_in_parallel(self) -> bool:
@@ -84,76 +92,91 @@ class DecoderPasses:
         return u, feeds, out, new_cache, past_attn
 
     def _step_by_step(self, x: Tensor, cache: Dict[str, Tensor], mem: Memory,
-                      prepared: Dict[str, Tensor], t0: int):
+                      prepared: Dict[str, Tensor], t0: int, incremental: bool):
         """The decoder's recurrence one step after the other (module docstring), steps t0 ..
-        t0 + T − 1. x (B, T, E) -> (u (B, T, pred_dim), the attentional vectors (B, T, out_dim),
-        the stacked steps before ``finish``, the new incremental state, the coverage loss (B, T)
-        or None, seed 003's decoder-past weights (B, T, t0 + T − 1) or None)."""
+        t0 + T − 1, each by :meth:`_recurrent_step`, compiled in a teacher-forced pass
+        (``incremental`` False) when ``--compile-decoder-step`` asks
+        (:mod:`fairseq_acvi.modules.seq2seq.compiled_step`). x (B, T, E) -> (u (B, T,
+        pred_dim), the attentional vectors (B, T, out_dim), the stacked steps before ``finish``,
+        the new incremental state, the coverage loss (B, T) or None, seed 003's decoder-past
+        weights (B, T, t0 + T − 1) or None)."""
         T = x.size(1)
-        h, c = list(cache["h"].unbind(0)), list(cache["c"].unbind(0))
-        feed, coverage = cache.get("feed"), cache.get("coverage")
-        ctx_state = {k[len("state_"):]: v for k, v in cache.items() if k.startswith("state_")}
-        stateful = self.context.stateful
+        carry = {"h": tuple(cache["h"].unbind(0)), "c": tuple(cache["c"].unbind(0)),
+                 "state": {k[len("state_"):]: v for k, v in cache.items() if k.startswith("state_")}}
+        carry.update({k: cache[k] for k in CARRIED if k in cache})
         extra_in = self.context.decoder_input(prepared)
-
-        s_all, feeds, steps, cov_losses = [], [], [], []
-        sa, past = self.self_attn, self.past_attn
-        if sa is not None:
-            sa_keys, sa_values = cache["sa_keys"], cache["sa_values"]
-        if past is not None:
-            past_keys, past_values, past_attns = cache["past_keys"], cache["past_values"], []
+        step = compiled_step.step_function(self, "none" if incremental else self.compile_step)
+        s_all, feeds, steps, cov_losses, past_attns = [], [], [], [], []
         # one unbind, not T slices: the backward of every slice x[:, t] would zero-fill a gradient
         # of the whole (B, T, E) input; unbind's stacks the T step gradients once
-        x_steps = x.unbind(1)
-        for t in range(T):
-            parts = [x_steps[t]]
-            if self.input_feeding:
-                parts.append(F.dropout(feed, p=self.dropout_out, training=self.training))
-            if extra_in is not None:
-                parts.append(extra_in.to(x.dtype))
-            inp = torch.cat(parts, dim=1)
-            for i, cell in enumerate(self.layers):
-                h[i], c[i] = cell(inp, (h[i], c[i]))
-                inp = F.dropout(h[i], p=self.dropout_out, training=self.training)
-            s_t = h[-1]
-            if sa is not None:                     # (iii): q_t, which replaces s_t below
-                s_t, sa_keys, sa_values = sa.step(s_t, sa_keys, sa_values)
-            u_t = s_t
-            if past is not None:                   # (ii): d_t over q_1..q_{t-1}, then add q_t
-                d_t, b_t = past(s_t, past_keys, past_values)
-                past_keys, past_values = past.append(s_t, past_keys, past_values)
-                past_attns.append(b_t)
-                u_t = torch.cat([s_t, d_t.to(s_t.dtype)], dim=1)
+        for t, x_t in enumerate(x.unbind(1)):
+            u_t, feed, out, cov_loss, b_t, carry = step(x_t, carry, mem, prepared, extra_in, t0 + t)
             s_all.append(u_t)
-            scores = self.scorer(s_t, mem, coverage)
-            if stateful:
-                out = self.context.step(scores, s_t, mem, prepared, t0 + t, state=ctx_state)
-                ctx_state = out.state
-            else:
-                out = self.context.step(scores, s_t, mem, prepared, t0 + t)
-            if self.context_ablation == "zero":
-                out = out.zeroed()
-            if coverage is not None:
-                cov_losses.append(torch.minimum(out.attn, coverage.float()).sum(-1))
-                coverage = coverage + out.attn.to(coverage.dtype)
-            feed = torch.tanh(self.W_c(torch.cat([u_t, out.mean.to(s_t.dtype)], dim=1)))
             feeds.append(feed)
             steps.append(out)
+            if cov_loss is not None:
+                cov_losses.append(cov_loss)
+            if b_t is not None:
+                past_attns.append(b_t)
 
-        new_cache = dict(cache, h=torch.stack(h), c=torch.stack(c))
-        if self.input_feeding:
-            new_cache["feed"] = feed
-        if sa is not None:
-            new_cache.update(sa_keys=sa_keys, sa_values=sa_values)
-        if past is not None:
-            new_cache.update(past_keys=past_keys, past_values=past_values)
-        if coverage is not None:
-            new_cache["coverage"] = coverage
-        new_cache.update({"state_" + k: v for k, v in ctx_state.items()})
+        new_cache = dict(cache, h=torch.stack(carry["h"]), c=torch.stack(carry["c"]))
+        new_cache.update({k: carry[k] for k in CARRIED if k in carry})
+        new_cache.update({"state_" + k: v for k, v in carry["state"].items()})
         past_attn = None
-        if past is not None:
+        if self.past_attn is not None:
             width = t0 + T - 1
             past_attn = torch.stack([F.pad(b, (0, width - b.size(1))) for b in past_attns],
                                     dim=1)                              # (B, T, width)
         return (torch.stack(s_all, dim=1), torch.stack(feeds, dim=1), stack_steps(steps),
                 new_cache, torch.stack(cov_losses, 1) if cov_losses else None, past_attn)
+
+    def _recurrent_step(self, x_t: Tensor, carry: Dict, mem: Memory, prepared: Dict[str, Tensor],
+                        extra_in, t: int):
+        """One step of the recurrence (module docstring of the decoder). x_t (B, E); ``carry``:
+        ``h``, ``c`` (a (B, H) tensor a layer each), ``state`` (the context inference's recurrent
+        state, {} unless stateful) and those of ``feed`` (B, out_dim), ``coverage`` (B, N),
+        ``sa_keys`` / ``sa_values`` (B, heads, t, d_h), ``past_keys`` / ``past_values`` (B, t, ·)
+        that the configuration keeps; ``extra_in`` (B, ·) or None: the context inference's
+        decoder input. -> (u_t (B, pred_dim), f_t (B, out_dim), the context inference's
+        :class:`StepOutput`, the coverage loss (B,) or None, the decoder-past weights (B, t) or
+        None, the carry after the step). Tensors, dicts and the step index in and out only, so
+        that ``torch.compile`` captures it whole (compiled_step.py)."""
+        h, c = list(carry["h"]), list(carry["c"])
+        new = dict(carry)
+        parts = [x_t]
+        if self.input_feeding:
+            parts.append(F.dropout(carry["feed"], p=self.dropout_out, training=self.training))
+        if extra_in is not None:
+            parts.append(extra_in.to(x_t.dtype))
+        inp = torch.cat(parts, dim=1)
+        for i, cell in enumerate(self.layers):
+            h[i], c[i] = cell(inp, (h[i], c[i]))
+            inp = F.dropout(h[i], p=self.dropout_out, training=self.training)
+        new["h"], new["c"] = tuple(h), tuple(c)
+        s_t = h[-1]
+        if self.self_attn is not None:             # (iii): q_t, which replaces s_t below
+            s_t, new["sa_keys"], new["sa_values"] = self.self_attn.step(
+                s_t, carry["sa_keys"], carry["sa_values"])
+        u_t, b_t = s_t, None
+        if self.past_attn is not None:             # (ii): d_t over q_1..q_{t-1}, then add q_t
+            d_t, b_t = self.past_attn(s_t, carry["past_keys"], carry["past_values"])
+            new["past_keys"], new["past_values"] = self.past_attn.append(
+                s_t, carry["past_keys"], carry["past_values"])
+            u_t = torch.cat([s_t, d_t.to(s_t.dtype)], dim=1)
+        coverage = carry.get("coverage")
+        scores = self.scorer(s_t, mem, coverage)
+        if self.context.stateful:
+            out = self.context.step(scores, s_t, mem, prepared, t, state=carry["state"])
+            new["state"] = out.state
+        else:
+            out = self.context.step(scores, s_t, mem, prepared, t)
+        if self.context_ablation == "zero":
+            out = out.zeroed()
+        cov_loss = None
+        if coverage is not None:
+            cov_loss = torch.minimum(out.attn, coverage.float()).sum(-1)
+            new["coverage"] = coverage + out.attn.to(coverage.dtype)
+        feed = torch.tanh(self.W_c(torch.cat([u_t, out.mean.to(s_t.dtype)], dim=1)))
+        if self.input_feeding:
+            new["feed"] = feed
+        return u_t, feed, out, cov_loss, b_t, new

@@ -1,0 +1,87 @@
+"""The step loop's step compiled (``--compile-decoder-step``, docs/method.md §3.8): what removes the
+per-step launch overhead of the recurrent configurations on a GPU.
+
+A decoder with input feeding, planning attention, coverage or a constrained normaliser runs its
+teacher-forced passes one step after the other, each step a few dozen to a few hundred small
+kernels (benchmarks/count_step_ops.py: 68 for ``soft``, 167 for PAG, forward and backward). A GPU
+spends that step launching them. The decoder's step
+(:meth:`~fairseq_acvi.modules.seq2seq.decoder_passes.DecoderPasses._recurrent_step`: the LSTM
+layers, seed 003's self-attention and decoder-past attention, the scorer, the context inference's
+step, coverage and W_c) takes and returns tensors, dicts of tensors and the step index only, so
+``torch.compile`` captures it whole, forward and backward. The modes:
+
+* ``none`` (default): the eager step, the code every result of the project was computed with.
+* ``inductor``: ``torch.compile`` with TorchInductor: each step's elementwise work fused into a
+  few generated kernels (Triton on a GPU, C++ on a CPU).
+* ``reduce-overhead``: the same kernels, each step's launches recorded once per input shape as a
+  CUDA graph and replayed as one (PyTorch's CUDA graph trees; on a CPU it is ``inductor``).
+
+(PyTorch's ``cudagraphs`` backend, graphs of the unfused kernels, is not offered: in torch 2.13
+its partition of forward and backward fails on dropout.)
+
+Every mode computes the eager step's values up to float rounding (tests/test_compiled_step.py,
+float64, 1e-10, values and gradients). One exception: random draws (dropout, ACVI's samples at
+training time) come from the compiled code's own generator under ``inductor`` and
+``reduce-overhead`` — the same distributions, other numbers — unless
+``torch._inductor.config.fallback_random`` is set, as the tests do. Incremental decoding (beam
+search) keeps the eager step: one step per call, its state reordered between calls.
+
+Shapes: the step is compiled for the shapes it meets, a second shape making the batch and source
+sizes symbolic (PyTorch's automatic dynamic shapes); a CUDA graph is recorded for each distinct
+(batch, source length) pair. fairseq's ``--required-seq-len-multiple K`` (translation and
+summarization tasks) pads source lengths to multiples of K and so bounds the number of recordings;
+fairseq's batches by ``--max-tokens`` vary in size, ``--batch-size`` fixes it. Compile time is
+paid once per process (tens of seconds; more for PAG).
+"""
+import functools
+from typing import Callable, Dict, Tuple
+
+import torch
+
+MODES = ("none", "inductor", "reduce-overhead")
+
+#: torch.compile's arguments for each mode but ``none``
+_COMPILE_ARGS = {
+    "inductor": {},
+    "reduce-overhead": {"mode": "reduce-overhead"},
+}
+
+#: (decoder class, mode) -> the compiled unbound step, shared by every decoder of the class (the
+#: decoder is an argument: its parameters are inputs of the compiled graph, not constants)
+_COMPILED: Dict[Tuple[type, str], Callable] = {}
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is one of :data:`MODES`, else a ValueError naming the option."""
+    if mode not in MODES:
+        raise ValueError(f"--compile-decoder-step: unknown mode {mode!r}; choose from "
+                         f"{', '.join(MODES)}")
+    return mode
+
+
+def compiled(cls: type, mode: str, **compile_args) -> Callable:
+    """The compiled unbound ``cls._recurrent_step`` for ``mode`` (cached; extra keyword
+    arguments, e.g. ``fullgraph=True`` in tests, make a separate entry)."""
+    key = (cls, check_mode(mode), tuple(sorted(compile_args.items())))
+    fn = _COMPILED.get(key)
+    if fn is None:
+        fn = torch.compile(cls._recurrent_step, **_COMPILE_ARGS[mode], **compile_args)
+        _COMPILED[key] = fn
+    return fn
+
+
+def uses_cuda_graphs(mode: str) -> bool:
+    return mode == "reduce-overhead"
+
+
+def step_function(decoder, mode: str) -> Callable:
+    """The step ``decoder`` runs in its step loop: its eager ``_recurrent_step`` for ``none``,
+    else the compiled one bound to it. Under the CUDA-graph modes each call of this function
+    starts a new pass (``torch.compiler.cudagraph_mark_step_begin``): the previous pass's outputs
+    are no longer read (its loss is formed and its backward done), so its graphs' memory may be
+    reused."""
+    if check_mode(mode) == "none":
+        return decoder._recurrent_step
+    if uses_cuda_graphs(mode):
+        torch.compiler.cudagraph_mark_step_begin()
+    return functools.partial(compiled(type(decoder), mode), decoder)

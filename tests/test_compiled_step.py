@@ -1,0 +1,168 @@
+"""The step loop's compiled step (``--compile-decoder-step``, modules/seq2seq/compiled_step.py): the
+step is captured whole (no graph break) for every configuration that runs the step loop, and the
+compiled step gives the eager step's values and gradients; incremental decoding stays eager."""
+import argparse
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+import torch._inductor.config as inductor_config
+from torch._dynamo.utils import counters
+
+import test_pointer_generator as pg
+from test_seq2seq_model import _batch, build_model, incremental_and_full
+from test_translation_cli import data_bin, generate, logged, train  # noqa: F401 (a fixture)
+
+from fairseq_acvi.models.seq2seq_base import seq2seq_defaults
+from fairseq_acvi.modules.seq2seq import compiled_step
+
+#: every configuration that teacher-forces through the step loop (input feeding, planning,
+#: coverage, constrained normalisers), each context inference and seed 003's options
+CASES = [
+    ("soft", {}), ("acvi", {"mc_samples": 3}), ("structured", {}), ("variational", {}),
+    ("ved", {}), ("pag", {}), ("rpag", {}),
+    ("soft", {"attention_normalizer": "csparsemax"}), ("soft", {"attention_normalizer": "csoftmax"}),
+    ("soft", {"attention_type": "additive", "attend_decoder_past": True, "self_attention_heads": 2}),
+    ("acvi", {"mc_samples": 3, "attend_decoder_past": True, "self_attention_heads": 2}),
+    ("soft", {"input_feeding": 0, "attention_normalizer": "csparsemax"}),
+]
+IDS = [v + "".join(f"-{k}={x}" for k, x in o.items() if k != "mc_samples") for v, o in CASES]
+
+
+def _train_pass(model, src, lengths, prev, pad, mode, seed=3):
+    """One teacher-forced forward and backward in ``mode``: (log-probs, {loss name: value},
+    attention, the flattened parameter gradient of NLL + Σ weighted losses)."""
+    model.decoder.compile_step = mode
+    torch.manual_seed(seed)
+    enc = model.encoder(src, lengths)
+    tgt = model.decoder._targets(prev)
+    lprobs, extra = model.decoder(prev, enc, **model.decoder.training_inputs(tgt))
+    if lprobs is None:                  # the pointer-generator scores the gold tokens itself
+        lprobs = extra["target_lprobs"].unsqueeze(-1)
+        gold = lprobs.squeeze(-1)
+    else:
+        gold = lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+    loss = -gold[tgt.ne(pad)].sum()
+    for value, weight in extra["losses"].values():
+        loss = loss + (1.0 if weight is None else weight) * value
+    model.zero_grad()
+    loss.backward()
+    grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    losses = {k: v.detach() for k, (v, _) in extra["losses"].items()}
+    return lprobs.detach(), losses, extra["attn"][0], grad
+
+
+def _check_same(model, d, src, lengths, prev, mode, atol):
+    assert not model.decoder.runs_in_parallel                     # the step loop runs
+    eager = _train_pass(model, src, lengths, prev, d.pad(), "none")
+    counters.clear()
+    comp = _train_pass(model, src, lengths, prev, d.pad(), mode)
+    assert counters["stats"]["unique_graphs"] >= 1               # the step was compiled
+    nonpad = prev.ne(d.pad())
+    assert torch.isfinite(comp[0][nonpad]).all()
+    torch.testing.assert_close(comp[0][nonpad], eager[0][nonpad], atol=atol, rtol=atol)
+    assert comp[1].keys() == eager[1].keys()
+    for name in eager[1]:
+        torch.testing.assert_close(comp[1][name], eager[1][name], atol=atol, rtol=atol)
+    if eager[2] is not None:
+        torch.testing.assert_close(comp[2], eager[2], atol=atol, rtol=atol)
+    torch.testing.assert_close(comp[3], eager[3], atol=atol, rtol=atol)
+    # the gradient is not a trivial one
+    assert comp[3].abs().max() > 1e-3
+
+
+@pytest.fixture
+def captured_whole(monkeypatch):
+    """The compiled path with TorchDynamo's capture and AOT autograd but PyTorch's own kernels
+    (``aot_eager``, seconds to compile), ``fullgraph``: any graph break in the step is an error.
+    (AOT autograd draws dropout's mask by another kernel than eager: these tests use dropout 0;
+    the sampling of PAG's Gumbel-softmax is compared; the slow test below compares dropout.)"""
+    monkeypatch.setattr(compiled_step, "_COMPILE_ARGS",
+                        {"inductor": {"backend": "aot_eager", "fullgraph": True}})
+    monkeypatch.setattr(compiled_step, "_COMPILED", {})
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("variant,options", CASES, ids=IDS)
+def test_the_step_is_captured_whole_and_computes_the_eager_values(captured_whole, variant,
+                                                                   options):
+    torch.manual_seed(0)
+    model, d = build_model(variant, **{"dropout": 0.0, **options})
+    model.double().train()
+    src, lengths, prev = _batch(d)
+    _check_same(model, d, src, lengths, prev, "inductor", atol=1e-10)
+
+
+@pytest.mark.parametrize("variant", ["soft", "acvi"])
+def test_the_pointer_generators_coverage_step_is_captured_whole(captured_whole, variant):
+    torch.manual_seed(0)
+    model, d = pg.build_model(variant, coverage=True, dropout=0.0,
+                              mc_samples=3 if variant == "acvi" else 0)
+    model.double().train()
+    src, lengths, prev = pg._batch(d)
+    _check_same(model, d, src, lengths, prev, "inductor", atol=1e-10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["inductor", "reduce-overhead"])
+@pytest.mark.parametrize("variant", ["soft", "acvi", "pag"])
+def test_the_compiled_kernels_compute_the_eager_values(monkeypatch, mode, variant):
+    """TorchInductor's generated kernels (C++ here; Triton on a GPU: tests/test_cuda.py), with
+    the eager random numbers (``fallback_random``); PAG's plan is float32 even in a float64 model
+    (pag.py), so its tolerance is float32's."""
+    monkeypatch.setattr(compiled_step, "_COMPILED", {})
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model, d = build_model(variant, dropout=0.3, mc_samples=3 if variant == "acvi" else 0)
+    model.double().train()
+    src, lengths, prev = _batch(d)
+    with inductor_config.patch(fallback_random=True):
+        _check_same(model, d, src, lengths, prev, mode, atol=1e-6 if variant == "pag" else 1e-10)
+    torch._dynamo.reset()
+
+
+def test_incremental_decoding_keeps_the_eager_step(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled")
+
+    monkeypatch.setattr(compiled_step, "compiled", refuse)
+    torch.manual_seed(0)
+    model, d = build_model("soft", compile_decoder_step="inductor")
+    assert model.decoder.compile_step == "inductor"
+    model.eval()
+    src, lengths, prev = _batch(d)
+    with pytest.raises(AssertionError, match="compiled"):     # a teacher-forced pass compiles
+        incremental_and_full(model, src, lengths, prev)
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        state = {}
+        for t in range(prev.size(1)):                          # beam search's calls do not
+            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+
+
+def test_an_unknown_mode_is_refused_naming_the_option():
+    with pytest.raises(ValueError, match="--compile-decoder-step: unknown mode 'graphs'"):
+        compiled_step.check_mode("graphs")
+    args = argparse.Namespace(arch="acvi_lstm", context_inference="soft",
+                              compile_decoder_step="graphs")
+    with pytest.raises(ValueError, match="--compile-decoder-step"):
+        seq2seq_defaults(args)
+
+
+@pytest.mark.slow
+def test_compiled_training_through_the_cli_logs_the_eager_losses(data_bin, tmp_path):
+    """fairseq-train with the step compiled by TorchInductor: the same losses as the eager step
+    at every update (dropout 0: no random numbers), then fairseq-generate from its checkpoint."""
+    common = ["--dropout", "0", "--context-inference", "soft"]
+    eager = train(data_bin, tmp_path / "eager", *common, updates=4)
+    comp = train(data_bin, tmp_path / "compiled", *common, "--compile-decoder-step", "inductor",
+                 updates=4)
+    assert eager.returncode == 0 and comp.returncode == 0, comp.stderr[-3000:]
+    a, b = logged(eager.stdout + eager.stderr, "loss"), logged(comp.stdout + comp.stderr, "loss")
+    assert len(a) >= 4 and len(a) == len(b)
+    assert a == pytest.approx(b, abs=2e-3)          # fairseq logs 3 decimals
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "compiled" / "checkpoint_last.pt"))
+    assert state["cfg"]["model"].compile_decoder_step == "inductor"
+    generate(data_bin, str(tmp_path / "compiled" / "checkpoint_last.pt"))

@@ -24,6 +24,7 @@ CNNDM_RUNS="${CNNDM_RUNS:-softmax:0 softmax:1 csparsemax:0}"
 CNNDM_DATA="${CNNDM_DATA:-data-bin/cnndm}"
 REPORT_DIR="${REPORT_DIR:-}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
+SOFTMAX_FROM="${SOFTMAX_FROM:-}"
 PYTHON="${PYTHON:-python}"
 source "$(dirname "$0")/lib_check.sh"
 
@@ -40,6 +41,15 @@ check_choice REPORT_ONLY 0 1
 if [[ "$REPORT_ONLY" == "1" && -z "$REPORT_DIR" ]]; then
   echo "[recipe] error: REPORT_DIR must be a folder with REPORT_ONLY=1, got ''" >&2; exit 2
 fi
+if [[ -n "$SOFTMAX_FROM" && ! -d "$SOFTMAX_FROM" ]]; then
+  echo "[recipe] error: SOFTMAX_FROM must be a folder of finished ${CONTEXT}_seed<N> runs, got '$SOFTMAX_FROM'" >&2
+  exit 2
+fi
+if [[ -n "$SOFTMAX_FROM" && $# -gt 0 ]]; then   # they would train the other normalisers otherwise
+  echo "[recipe] error: SOFTMAX_FROM reuses runs trained without extra arguments; set the budget" \
+    "with MAX_EPOCH / PATIENCE, got extra arguments: $*" >&2
+  exit 2
+fi
 case "${REPORT_DIR%/}/" in
   "${RUNS%/}/$PAIR/"*)   # the report keeps run.json copies there: they would be read as runs
     echo "[recipe] error: REPORT_DIR must be outside RUNS/PAIR ($RUNS/$PAIR), got '$REPORT_DIR'" >&2
@@ -51,7 +61,8 @@ for item in $CNNDM_RUNS; do
       "or 1), got '$CNNDM_RUNS'" >&2; exit 2; }
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
-  STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY PYTHON
+  STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
+  PYTHON
 
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
@@ -64,8 +75,18 @@ norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normalis
 for NORM in $NORMALIZERS; do
   [[ "$REPORT_ONLY" == "1" ]] && break
   norm_args "$NORM"
-  CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
-    PYTHON="$PYTHON" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
+  if [[ "$NORM" == softmax && -n "$SOFTMAX_FROM" ]]; then
+    # softmax is the default normaliser: the finished runs of the results tables, checked to have
+    # the budget of the others (MAX_EPOCH, PATIENCE: recipes/mt_multi30k.sh's defaults 12 and 3)
+    for SEED in $SEEDS; do
+      "$PYTHON" -m fairseq_acvi.mt_eval.reuse_run "$SOFTMAX_FROM/${CONTEXT}_seed$SEED" \
+        "$RUNS/$PAIR/${CONTEXT}-softmax_seed$SEED" --tag softmax --context "$CONTEXT" \
+        --max-epoch "${MAX_EPOCH:-12}" --patience "${PATIENCE:-3}"
+    done
+  else
+    CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
+      PYTHON="$PYTHON" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
+  fi
   for SEED in $SEEDS; do
     RUN="$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
     "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "mt_normalizers.sh"
 
 
-def _run(env_extra, tmp_path):
+def _run(env_extra, tmp_path, *args):
     marker = tmp_path / "STARTED"
     fake = tmp_path / "fake_python"
     fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
@@ -20,7 +20,7 @@ def _run(env_extra, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, PYTHON=str(fake), **env_extra)
-    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+    proc = subprocess.run(["bash", str(RECIPE), *args], cwd=work, env=env, capture_output=True, text=True,
                           timeout=60)
     return proc, marker, work
 
@@ -98,3 +98,31 @@ def test_a_bad_report_setting_stops_the_recipe_before_any_work(tmp_path, given, 
     assert re.search(rf"^\[recipe\] error: {name} must be .*, got '{re.escape(value)}'$",
                      proc.stderr, re.M), proc.stderr
     assert not marker.exists() and list(work.iterdir()) == []
+
+
+# -- SOFTMAX_FROM: the results tables' soft runs as the softmax rows ---------------------------------
+def test_softmax_from_reuses_the_runs_and_trains_nothing_for_softmax(tmp_path):
+    (tmp_path / "sf").mkdir()
+    proc, marker, _ = _run({"SOFTMAX_FROM": str(tmp_path / "sf"), "NORMALIZERS": "softmax",
+                            "SEEDS": "1 2", "MAX_EPOCH": "20", "PATIENCE": "0"}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    calls = marker.read_text().splitlines()
+    reuse = [c for c in calls if "reuse_run" in c]
+    assert reuse == [f"-m fairseq_acvi.mt_eval.reuse_run {tmp_path}/sf/soft_seed{s} "
+                     f"runs/normalizers/en_de/soft-softmax_seed{s} --tag softmax --context soft "
+                     "--max-epoch 20 --patience 0" for s in (1, 2)]
+    assert not any("fairseq_cli" in c for c in calls)                  # no training, no decode
+    stats = [c for c in calls if "attention_stats" in c]
+    assert len(stats) == 2 and "soft-softmax_seed2/checkpoint_best.pt" in stats[1]
+
+
+def test_softmax_from_must_be_a_folder_and_refuses_extra_arguments(tmp_path):
+    (tmp_path / "a").mkdir()
+    proc, marker, _ = _run({"SOFTMAX_FROM": "nowhere"}, tmp_path / "a")
+    assert proc.returncode == 2 and "SOFTMAX_FROM must be a folder" in proc.stderr
+    assert not marker.exists()
+    (tmp_path / "sf").mkdir()
+    proc, marker, _ = _run({"SOFTMAX_FROM": str(tmp_path / "sf")}, tmp_path, "--dropout", "0.1")
+    assert proc.returncode == 2, proc.stderr
+    assert "extra arguments: --dropout 0.1" in proc.stderr
+    assert not marker.exists()

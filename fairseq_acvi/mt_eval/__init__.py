@@ -18,6 +18,8 @@ for bAbI: the tests and other scripts call these directly, and ``cli/`` holds on
   (``python -m fairseq_acvi.cli.attention_grid_report``).
 * :mod:`.normalizer_table` — the attention normalisers' BLEU and attention statistics
   (``python -m fairseq_acvi.cli.normalizers_report``).
+* :mod:`.reuse_run` — a finished default run counted under another tag (the softmax rows of
+  recipes/mt_normalizers.sh, ``SOFTMAX_FROM``), after checking it is that model and budget.
 """
 from fairseq_acvi.mt_eval.logs import (
     ReportError, likelihood_bits, model_parameters, parse_train_log, parse_validate_log,

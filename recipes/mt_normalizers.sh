@@ -22,6 +22,7 @@ DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"
 CNNDM="${CNNDM:-0}"
 CNNDM_RUNS="${CNNDM_RUNS:-softmax:0 softmax:1 csparsemax:0}"
 CNNDM_DATA="${CNNDM_DATA:-data-bin/cnndm}"
+CNNDM_SUBSET="${CNNDM_SUBSET:-test}"
 REPORT_DIR="${REPORT_DIR:-}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
 SOFTMAX_FROM="${SOFTMAX_FROM:-}"
@@ -55,14 +56,19 @@ case "${REPORT_DIR%/}/" in
     echo "[recipe] error: REPORT_DIR must be outside RUNS/PAIR ($RUNS/$PAIR), got '$REPORT_DIR'" >&2
     exit 2 ;;
 esac
+prev_cov0=""
 for item in $CNNDM_RUNS; do
+  [[ "$item" == *:1 && " $prev_cov0 " != *" ${item%%:*}:0 "* && " $CNNDM_RUNS " == *" ${item%%:*}:0 "* ]] && {
+    echo "[recipe] error: CNNDM_RUNS must be in an order where ${item%%:*}:0 comes before ${item%%:*}:1 (the run with coverage" \
+      "branches from the one without), got '$CNNDM_RUNS'" >&2; exit 2; }
+  [[ "$item" == *:0 ]] && prev_cov0+=" $item"
   [[ "$item" =~ ^(softmax|sparsemax|entmax15|csoftmax|csparsemax):[01]$ ]] || {
     echo "[recipe] error: CNNDM_RUNS must be a ' '-separated list of NORMALIZER:COVERAGE (coverage 0" \
       "or 1), got '$CNNDM_RUNS'" >&2; exit 2; }
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
   STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
-  PYTHON
+  CNNDM_SUBSET PYTHON
 
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
@@ -104,10 +110,14 @@ if [[ "$CNNDM" == "1" && "$REPORT_ONLY" == "0" ]]; then
   for item in $CNNDM_RUNS; do
     NORM="${item%%:*}" COV="${item##*:}"
     norm_args "$NORM"
-    # the recipe's CPU schedule; coverage 0 turns the last (coverage) phase into a plain one
+    # the recipe's CPU schedule; coverage 0 turns the last (coverage) phase into a plain one. The
+    # runs with and without coverage share phases 1-4: the one with coverage branches from the
+    # other when both are listed, the other first
     phases="2000:50:20:0 4000:100:50:0 5500:200:50:0 6000:400:100:0 6400:400:100:$COV"
+    branch=""
+    [[ "$COV" == "1" && " $CNNDM_RUNS " == *" $NORM:0 "* ]] && branch="$RUNS/cnndm/${CONTEXT}-${NORM}-cov0"
     CONTEXT="$CONTEXT" DATA="$CNNDM_DATA" SAVE="$RUNS/cnndm/${CONTEXT}-${NORM}-cov$COV" \
-      SCHEDULE=cpu CPU_PHASES="$phases" PYTHON="$PYTHON" \
+      SCHEDULE=cpu CPU_PHASES="$phases" SUBSET="$CNNDM_SUBSET" BRANCH_FROM="$branch" PYTHON="$PYTHON" \
       bash "$(dirname "$0")/summarization_cnndm.sh" "${args[@]}" "$@"
   done
 fi
@@ -116,7 +126,7 @@ if [[ -n "$REPORT_DIR" ]]; then
   # the BLEU tables with the hypotheses kept, then the normalisers' table beside them
   "$PYTHON" -m fairseq_acvi.cli.mt_report "$RUNS/$PAIR" --out-dir "$REPORT_DIR" --keep-outputs
   cnndm=()
-  [[ "$CNNDM" == "1" ]] && cnndm=(--cnndm "$RUNS/cnndm")
+  [[ "$CNNDM" == "1" ]] && cnndm=(--cnndm "$RUNS/cnndm" --cnndm-subset "$CNNDM_SUBSET")
   "$PYTHON" -m fairseq_acvi.cli.normalizers_report "$RUNS/$PAIR" --refs-dir "$DATA_BIN/raw" \
     --out-dir "$REPORT_DIR" --split "$STATS_SPLIT" ${cnndm[@]+"${cnndm[@]}"}
   echo "[recipe] report: $REPORT_DIR/report.md, $REPORT_DIR/normalizers.md"

@@ -31,6 +31,7 @@ SHARD_IDS="${SHARD_IDS:-}"
 METEOR="${METEOR:-exact,full}"
 PYTHON="${PYTHON:-python}"
 USER_DIR="${USER_DIR:-fairseq_acvi}"
+BRANCH_FROM="${BRANCH_FROM:-}"
 
 source "$(dirname "$0")/lib_check.sh"
 check_choice CONTEXT none soft acvi structured variational ved pag rpag
@@ -62,7 +63,7 @@ if ! [[ "$DECODE_PHASE" =~ ^[0-9]+$ ]] || (( DECODE_PHASE < 1 || DECODE_PHASE > 
 fi
 recipe_settings CONTEXT DATA SAVE SCALE SCHEDULE CPU_PHASES PHASES ARCH LR BATCH CLIP_NORM SEED COVERAGE_WEIGHT \
   SAVE_INTERVAL LOG_INTERVAL TRAIN BEAM MIN_LEN MAX_LEN GEN_BATCH SUBSET DECODE_PHASE MC_SAMPLES SHARDS \
-  SHARD_IDS METEOR PYTHON USER_DIR
+  SHARD_IDS METEOR PYTHON USER_DIR BRANCH_FROM
 
 [[ -f "$DATA/dict.src.txt" ]] || { echo "[recipe] error: $DATA/dict.src.txt missing; run data_scripts/prepare_cnndm.sh" >&2; exit 1; }
 
@@ -75,6 +76,43 @@ for end in "${ENDS[@]}"; do
 done
 
 if [[ "$TRAIN" == "1" ]]; then
+  # what the run is trained with, one line for the settings and one per phase (phases.txt): a
+  # resumed run must match it, and BRANCH_FROM compares against it
+  record=("settings context=$CONTEXT arch=$ARCH lr=$LR batch=$BATCH clip=$CLIP_NORM seed=$SEED coverage_weight=$COVERAGE_WEIGHT args=$*")
+  for ((k = 0; k < NPH; k++)); do
+    record+=("phase $((k + 1)) end=${scaled[$k]} source=${ENC[$k]} target=${DEC[$k]} coverage=${COV[$k]}")
+  done
+  mkdir -p "$SAVE"
+  if [[ -f "$SAVE/phases.txt" ]]; then
+    if [[ "$(cat "$SAVE/phases.txt")" != "$(printf '%s\n' "${record[@]}")" ]]; then
+      echo "[recipe] error: $SAVE/phases.txt: the run was trained with other settings or phases;" \
+        "use another SAVE (now: $(printf '%s; ' "${record[@]}"))" >&2
+      exit 2
+    fi
+  else
+    printf '%s\n' "${record[@]}" > "$SAVE/phases.txt"
+  fi
+  if [[ -n "$BRANCH_FROM" ]]; then
+    # phases 1..N-1 are BRANCH_FROM's when its settings and those phases are ours: the same
+    # training, so its checkpoints are copied, not trained again (e.g. a run with coverage in its
+    # last phase beside the same run without)
+    src_rec="$BRANCH_FROM/phases.txt"
+    [[ -f "$src_rec" ]] || { echo "[recipe] error: BRANCH_FROM: $src_rec missing (a run of this recipe records its phases there)" >&2; exit 2; }
+    if [[ "$(head -n "$NPH" "$src_rec")" != "$(printf '%s\n' "${record[@]:0:$NPH}")" ]]; then
+      echo "[recipe] error: BRANCH_FROM: $src_rec differs from this run before its last phase;" \
+        "only a run with the same settings and phases 1..$((NPH - 1)) can be branched" >&2
+      exit 2
+    fi
+    for ((k = 1; k < NPH; k++)); do
+      [[ -f "$SAVE/phase$k/checkpoint_last.pt" ]] && continue
+      [[ -f "$BRANCH_FROM/phase$k/checkpoint_last.pt" ]] || {
+        echo "[recipe] error: BRANCH_FROM: $BRANCH_FROM/phase$k/checkpoint_last.pt missing (train that run first)" >&2; exit 2; }
+      mkdir -p "$SAVE/phase$k"
+      cp "$BRANCH_FROM/phase$k/checkpoint_last.pt" "$SAVE/phase$k/checkpoint_last.pt.tmp"
+      mv "$SAVE/phase$k/checkpoint_last.pt.tmp" "$SAVE/phase$k/checkpoint_last.pt"
+      echo "[recipe] phase $k: the same training as $BRANCH_FROM/phase$k (checkpoint copied)"
+    done
+  fi
   for ((k = 0; k < NPH; k++)); do
     dir="$SAVE/phase$((k + 1))"
     mkdir -p "$dir"

@@ -223,6 +223,28 @@ def test_recipe_smoke_on_see_chunks(tmp_path):
     assert scores["n"] == 24 and 0.0 <= scores["rouge1"] <= 100.0 and "rougeL" in scores
     assert "repeat_3gram" in scores and "novel_2gram" in scores
 
+    # the same run without coverage in its last phase, branched from it: phase 1 is copied, not
+    # trained again; a run of other phases, or this run with another schedule, is refused
+    branch = tmp_path / "branch"
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh"), *tiny], capture_output=True,
+                       text=True, env=dict(env, SAVE=str(branch), SCHEDULE="3:20:10:0 5:40:20:0",
+                                           BRANCH_FROM=str(save)), cwd=str(REPO), timeout=900)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert f"phase 1: the same training as {save}/phase1 (checkpoint copied)" in r.stdout
+    assert "phase 2: updates -> 5, source 40 words, target 20 tokens, coverage 0" in r.stdout
+    assert (branch / "phases.txt").read_text().splitlines()[:2] == \
+        (save / "phases.txt").read_text().splitlines()[:2]
+    assert json.loads((branch / "scores_test.json").read_text())["n"] == 24
+    for schedule, says in (("4:20:10:0 5:40:20:0", "differs from this run before its last phase"),):
+        r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh"), *tiny],
+                           capture_output=True, text=True, cwd=str(REPO), timeout=300,
+                           env=dict(env, SAVE=str(tmp_path / "other"), SCHEDULE=schedule,
+                                    BRANCH_FROM=str(save)))
+        assert r.returncode == 2 and says in r.stderr, r.stderr[-2000:]
+    r = subprocess.run(["bash", str(REPO / "recipes" / "summarization_cnndm.sh"), *tiny], capture_output=True,
+                       text=True, env=dict(env, SCHEDULE="3:20:10:0 6:40:20:1"), cwd=str(REPO), timeout=300)
+    assert r.returncode == 2 and "phases.txt: the run was trained with other settings" in r.stderr
+
     # a fixed subset, decoded from the phase before coverage, and the report beside lead-3
     r = subprocess.run([sys.executable, str(SCRIPTS / "cnndm_subset.py"), "--data", str(dest), "--every", "3"],
                        capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)

@@ -41,7 +41,8 @@ def test_dry_run_prints_the_resolved_settings(tmp_path):
                                         ({"SEEDS": "1 two"}, "SEEDS"),
                                         ({"FERTILITY_VALUE": "two"}, "FERTILITY_VALUE"),
                                         ({"CONTEXT": "structured"}, "CONTEXT"),
-                                        ({"CNNDM_RUNS": "csparsemax:yes"}, "CNNDM_RUNS")])
+                                        ({"CNNDM_RUNS": "csparsemax:yes"}, "CNNDM_RUNS"),
+                                        ({"CNNDM_RUNS": "softmax:1 softmax:0"}, "CNNDM_RUNS")])
 def test_a_bad_variable_stops_the_recipe_before_any_work(tmp_path, given, name):
     proc, marker, work = _run(given, tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
@@ -77,7 +78,7 @@ def test_report_only_with_cnndm_adds_its_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert marker.read_text().splitlines()[-1] == (
         "-m fairseq_acvi.cli.normalizers_report r/en_fr --refs-dir data-bin/multi30k_en_fr/raw "
-        "--out-dir rep --split test2017 --cnndm r/cnndm")
+        "--out-dir rep --split test2017 --cnndm r/cnndm --cnndm-subset test")
 
 
 def test_dry_run_shows_the_report_settings(tmp_path):

@@ -69,5 +69,8 @@ def test_an_unfinished_run_and_an_occupied_destination_are_refused(tmp_path, cap
     R.reuse(str(other), str(dst), "softmax", "soft", 20, 0)
     with pytest.raises(R.ReuseError, match="holds another run"):
         R.reuse(str(src), str(dst), "softmax", "soft", 20, 0)
-    with pytest.raises(R.ReuseError, match="missing"):
+    with pytest.raises(R.ReuseError, match="run.json: cannot be read"):
         R.reuse(str(tmp_path / "none"), str(dst), "softmax", "soft", 20, 0)
+    (src / "run.json").write_text("{")
+    with pytest.raises(R.ReuseError, match="run.json: not valid JSON"):
+        R.reuse(str(src), str(tmp_path / "third"), "softmax", "soft", 20, 0)

@@ -22,6 +22,8 @@ import shutil
 import sys
 from typing import List, Optional
 
+from fairseq_acvi.data.json_numbers import read_json
+
 SPLITS = ("valid", "test2016", "test2017")
 _NORMALIZER = re.compile(r"--attention-normalizer[= ](\S+)")
 
@@ -32,12 +34,9 @@ class ReuseError(ValueError):
 
 def _meta(path: str) -> dict:
     try:
-        with open(path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except FileNotFoundError:
-        raise ReuseError(f"{path}: missing (not a run of recipes/mt_multi30k.sh)") from None
-    except json.JSONDecodeError as e:
-        raise ReuseError(f"{path}: not valid JSON ({e})") from None
+        meta = read_json(path, "a run of recipes/mt_multi30k.sh records itself there")
+    except ValueError as e:
+        raise ReuseError(str(e)) from None
     if not isinstance(meta, dict):
         raise ReuseError(f"{path}: not a run record (a JSON object)")
     return meta

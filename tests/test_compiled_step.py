@@ -166,3 +166,16 @@ def test_compiled_training_through_the_cli_logs_the_eager_losses(data_bin, tmp_p
     state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "compiled" / "checkpoint_last.pt"))
     assert state["cfg"]["model"].compile_decoder_step == "inductor"
     generate(data_bin, str(tmp_path / "compiled" / "checkpoint_last.pt"))
+
+
+@pytest.mark.slow
+def test_lengths_padded_to_a_multiple_train_the_same_model(data_bin, tmp_path):
+    """fairseq's ``--required-seq-len-multiple 16`` (what bounds the compiled step's CUDA graph
+    recordings, compiled_step.py) pads the reversal task's sources and targets (≤ 8 tokens) to 16
+    with padding only: the same losses."""
+    common = ["--dropout", "0", "--context-inference", "acvi", "--mc-samples", "0"]
+    plain = train(data_bin, tmp_path / "plain", *common, updates=4)
+    padded = train(data_bin, tmp_path / "padded", *common, "--required-seq-len-multiple", "16",
+                   updates=4)
+    a, b = logged(plain.stdout + plain.stderr, "loss"), logged(padded.stdout + padded.stderr, "loss")
+    assert len(a) >= 4 and a == pytest.approx(b, abs=2e-3)

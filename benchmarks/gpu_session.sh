@@ -35,10 +35,10 @@ B=benchmarks/bench_parallel_decoder.py
 if [[ "$PART" == speed ]]; then
 # the step loop compiled (docs/method.md §3.8) beside the step loop, the parallel path and fairseq's
 # lstm at the character shape, where PAG trained at 0.30× soft on the H200 (2026-11-28)
-step compiled_char 200 python "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1 --variants soft,acvi,pag,rpag --compile reduce-overhead,inductor
+step compiled_char 190 python "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1 --variants soft,acvi,pag,rpag --compile reduce-overhead,inductor
 step parallel_multi30k 80 python "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
-step parallel_word2 70 python "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
-step parallel_cnndm 100 python "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000
+step parallel_word2 60 python "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
+step parallel_cnndm 150 python "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000 --compile reduce-overhead
 else
 # every CUDA test: the parallel path, the compiled step, every family's mixed precision
 step cuda_tests 480 python -m pytest -m cuda tests/test_cuda.py -q -n 14

@@ -142,6 +142,29 @@ def test_incremental_decoding_keeps_the_eager_step(monkeypatch):
             model.decoder(prev[:, : t + 1], enc, incremental_state=state)
 
 
+def test_a_half_model_on_a_cpu_keeps_the_eager_step_with_one_warning(monkeypatch, caplog):
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled")
+
+    monkeypatch.setattr(compiled_step, "compiled", refuse)
+    monkeypatch.setattr(compiled_step, "_WARNED", set())
+    torch.manual_seed(0)
+    model, d = build_model("soft", compile_decoder_step="reduce-overhead")
+    model.half().train()
+    src, lengths, prev = _batch(d)
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            lprobs, _ = model.decoder(prev, model.encoder(src, lengths))
+    assert lprobs.dtype == torch.float32 and torch.isfinite(lprobs[prev.ne(d.pad())]).all()
+    said = [r.getMessage() for r in caplog.records if "--compile-decoder-step" in r.getMessage()]
+    assert said == ["--compile-decoder-step reduce-overhead: a float16 model on a CPU: "
+                    "TorchInductor's C++ kernels for it fail to build in this torch; the eager "
+                    "step runs"]
+    model.float()                                    # float32 compiles
+    with pytest.raises(AssertionError, match="compiled"):
+        model.decoder(prev, model.encoder(src, lengths))
+
+
 def test_an_unknown_mode_is_refused_naming_the_option():
     with pytest.raises(ValueError, match="--compile-decoder-step: unknown mode 'graphs'"):
         compiled_step.check_mode("graphs")

@@ -19,6 +19,10 @@ step, coverage and W_c) takes and returns tensors, dicts of tensors and the step
 (PyTorch's ``cudagraphs`` backend, graphs of the unfused kernels, is not offered: in torch 2.13
 its partition of forward and backward fails on dropout.)
 
+A model in half precision on a CPU (``--memory-efficient-fp16`` there) keeps the eager step, with
+one warning: TorchInductor's C++ kernels for float16 fail to build in torch 2.13 (a conflicting
+declaration in its vectorised reduction); on a GPU the kernels are Triton's.
+
 Every mode computes the eager step's values up to float rounding (tests/test_compiled_step.py,
 float64, 1e-10, values and gradients). One exception: random draws (dropout, ACVI's samples at
 training time) come from the compiled code's own generator under ``inductor`` and
@@ -34,9 +38,12 @@ fairseq's batches by ``--max-tokens`` vary in size, ``--batch-size`` fixes it. C
 paid once per process (tens of seconds; more for PAG).
 """
 import functools
-from typing import Callable, Dict, Tuple
+import logging
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 MODES = ("none", "inductor", "reduce-overhead")
 
@@ -74,6 +81,20 @@ def uses_cuda_graphs(mode: str) -> bool:
     return mode == "reduce-overhead"
 
 
+#: the reasons already logged (:func:`eager_reason`): each is said once per process
+_WARNED = set()
+
+
+def eager_reason(decoder) -> Optional[str]:
+    """Why ``decoder`` must keep the eager step although a mode asks otherwise (module
+    docstring), or None."""
+    p = next(decoder.parameters(), None)
+    if p is not None and p.device.type == "cpu" and p.dtype in (torch.float16, torch.bfloat16):
+        return (f"a {str(p.dtype).replace('torch.', '')} model on a CPU: TorchInductor's C++ "
+                "kernels for it fail to build in this torch; the eager step runs")
+    return None
+
+
 def step_function(decoder, mode: str) -> Callable:
     """The step ``decoder`` runs in its step loop: its eager ``_recurrent_step`` for ``none``,
     else the compiled one bound to it. Under the CUDA-graph modes each call of this function
@@ -81,6 +102,12 @@ def step_function(decoder, mode: str) -> Callable:
     are no longer read (its loss is formed and its backward done), so its graphs' memory may be
     reused."""
     if check_mode(mode) == "none":
+        return decoder._recurrent_step
+    reason = eager_reason(decoder)
+    if reason is not None:
+        if reason not in _WARNED:
+            _WARNED.add(reason)
+            logger.warning(f"--compile-decoder-step {mode}: {reason}")
         return decoder._recurrent_step
     if uses_cuda_graphs(mode):
         torch.compiler.cudagraph_mark_step_begin()

@@ -7,7 +7,6 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 import torch._inductor.config as inductor_config
-from torch._dynamo.utils import counters
 
 import test_pointer_generator as pg
 from test_seq2seq_model import _batch, build_model, incremental_and_full
@@ -55,9 +54,18 @@ def _train_pass(model, src, lengths, prev, pad, mode, seed=3):
 def _check_same(model, d, src, lengths, prev, mode, atol):
     assert not model.decoder.runs_in_parallel                     # the step loop runs
     eager = _train_pass(model, src, lengths, prev, d.pad(), "none")
-    counters.clear()
-    comp = _train_pass(model, src, lengths, prev, d.pad(), mode)
-    assert counters["stats"]["unique_graphs"] >= 1               # the step was compiled
+    calls, real = [], compiled_step.compiled
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    compiled_step.compiled = spy
+    try:
+        comp = _train_pass(model, src, lengths, prev, d.pad(), mode)
+    finally:
+        compiled_step.compiled = real
+    assert len(calls) == 1 and calls[0][1] == mode               # the pass ran the compiled step
     nonpad = prev.ne(d.pad())
     assert torch.isfinite(comp[0][nonpad]).all()
     torch.testing.assert_close(comp[0][nonpad], eager[0][nonpad], atol=atol, rtol=atol)

@@ -53,6 +53,10 @@ _COMPILE_ARGS = {
     "reduce-overhead": {"mode": "reduce-overhead"},
 }
 
+#: compiled versions of the step TorchDynamo keeps (``recompile_limit``, raised to this when a step
+#: is compiled)
+RECOMPILE_LIMIT = 64
+
 #: (decoder class, mode) -> the compiled unbound step, shared by every decoder of the class (the
 #: decoder is an argument: its parameters are inputs of the compiled graph, not constants)
 _COMPILED: Dict[Tuple[type, str], Callable] = {}
@@ -72,6 +76,12 @@ def compiled(cls: type, mode: str, **compile_args) -> Callable:
     key = (cls, check_mode(mode), tuple(sorted(compile_args.items())))
     fn = _COMPILED.get(key)
     if fn is None:
+        # one code object serves every configuration of the decoder (each context inference,
+        # training and evaluation, static then dynamic shapes, each mode): TorchDynamo's default
+        # of 8 compiled versions per code object would send the ninth back to the eager step
+        # without an error
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
+                                                   RECOMPILE_LIMIT)
         fn = torch.compile(cls._recurrent_step, **_COMPILE_ARGS[mode], **compile_args)
         _COMPILED[key] = fn
     return fn

@@ -210,3 +210,13 @@ def test_lengths_padded_to_a_multiple_train_the_same_model(data_bin, tmp_path):
                    updates=4)
     a, b = logged(plain.stdout + plain.stderr, "loss"), logged(padded.stdout + padded.stderr, "loss")
     assert len(a) >= 4 and a == pytest.approx(b, abs=2e-3)
+
+
+def test_compiling_raises_dynamos_recompile_limit(monkeypatch):
+    """One code object serves every decoder configuration and mode: at TorchDynamo's default of 8
+    versions the ninth would run eagerly without an error (it did, in a benchmark of four
+    variants in two modes)."""
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+    monkeypatch.setattr(compiled_step, "_COMPILED", {})
+    compiled_step.compiled(type(build_model("soft")[0].decoder), "inductor")
+    assert torch._dynamo.config.recompile_limit == compiled_step.RECOMPILE_LIMIT == 64

@@ -195,11 +195,14 @@ def test_parallel_pass_equals_the_step_loop_on_cuda(variant, options):
 def test_compiled_step_equals_the_eager_step_on_cuda(variant, mode):
     """float32 on the GPU (method §3.8): the step compiled by TorchInductor (Triton kernels), and
     replayed as CUDA graphs under ``reduce-overhead``, gives the eager step's log-probabilities,
-    losses, attention and gradients up to float32 rounding, with dropout (the eager random
-    numbers: ``fallback_random``), on two batch shapes in turn (a graph recorded for each) and
-    the first again (replayed)."""
+    losses, attention and gradients up to float32 rounding, on two batch shapes in turn (a graph
+    recorded for each) and the first again (replayed). With the eager random numbers
+    (``fallback_random``) the training pass (dropout, PAG's Gumbel draws) is compared under
+    ``inductor``; CUDA graphs replay their random draws from their own offsets, so under
+    ``reduce-overhead`` the comparison is in evaluation mode (no random draw; gradients still
+    taken) and the training pass is checked finite."""
     import torch._inductor.config as inductor_config
-    from test_compiled_step import _check_same
+    from test_compiled_step import _check_same, _train_pass
     from test_seq2seq_model import _batch, build_model
     from fairseq_acvi.modules.seq2seq import compiled_step
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -207,11 +210,17 @@ def test_compiled_step_equals_the_eager_step_on_cuda(variant, mode):
     compiled_step._COMPILED.clear()
     torch.manual_seed(0)
     model, d = build_model(variant, dropout=0.3, mc_samples=3 if variant == "acvi" else 0)
-    model.cuda().train()
+    model.cuda().train(mode == "inductor")
     with inductor_config.patch(fallback_random=True):
         for B, seed in ((3, 0), (2, 1), (3, 0)):
             src, lengths, prev = (x.cuda() for x in _batch(d, B=B, seed=seed))
             _check_same(model, d, src, lengths, prev, mode, atol=1e-4)
+    if mode == "reduce-overhead":
+        model.train()
+        for B, seed in ((3, 0), (2, 1), (3, 0)):
+            src, lengths, prev = (x.cuda() for x in _batch(d, B=B, seed=seed))
+            lprobs, _, _, grad = _train_pass(model, src, lengths, prev, d.pad(), mode)
+            assert torch.isfinite(lprobs[prev.ne(d.pad())]).all() and torch.isfinite(grad).all()
     torch._dynamo.reset()
 
 

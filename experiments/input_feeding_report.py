@@ -1,0 +1,154 @@
+"""The page of experiments/input_feeding_multi30k.sh: Multi30K En→De, ``soft`` and ACVI with and
+without input feeding (docs/method.md §3.7) at the same compute, what the parallel path buys a user.
+
+For each context and seed it reads the input-feeding run (``<context>_seed<N>``), the run without
+input feeding (``<context>-nofeed_seed<N>``) and the latter's ``budget.json``
+(experiments/input_feeding_budget.py: the speed ratio timed side by side and the update budget it
+gives), and writes a table of both (updates, epochs, the best validation perplexity, tokenised
+BLEU of valid / test2016 / test2017 as their ``bleu_<split>.json`` record it) and, per split, the
+no-feed − feed difference of tokenised BLEU with its paired bootstrap interval over sentences
+(:mod:`fairseq_acvi.mt_eval.paired_decodes`, from the runs' ``gen_<split>.txt``; a decode whose
+recomputed BLEU is not its recorded one is an error). A pair with a missing or unfinished run is
+listed as waiting. Writes ``input_feeding.md`` and ``input_feeding.json`` to ``--out-dir``.
+
+    python experiments/input_feeding_report.py --runs runs/multi30k/en_de \\
+        --refs-dir data-bin/multi30k_en_de/raw --out-dir docs/results/input_feeding_multi30k_DATE
+"""
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fairseq_acvi.data.json_numbers import read_json  # noqa: E402
+from fairseq_acvi.mt_eval.logs import ReportError, parse_train_log  # noqa: E402
+from fairseq_acvi.mt_eval.paired_decodes import Decodes, paired_interval  # noqa: E402
+from fairseq_acvi.mt_eval.runs import SPLITS, read_run  # noqa: E402
+
+CONTEXTS = ("soft", "acvi")
+
+
+def _updates(run: dict) -> Optional[int]:
+    """Updates at the run's last validation (its train.log), or None."""
+    log = os.path.join(run["dir"], "train.log")
+    if not os.path.isfile(log):
+        return None
+    valid = parse_train_log(log)["valid"]
+    if not valid:
+        return None
+    last = valid[max(valid)]
+    return int(last["num_updates"]) if "num_updates" in last else None
+
+
+def _row(run: dict) -> dict:
+    return {"dir": os.path.relpath(run["dir"]), "updates": _updates(run),
+            "epochs": run.get("epochs_trained"), "best_epoch": run.get("best_epoch"),
+            "valid_ppl": run.get("valid_ppl"), "train_wall_s": run.get("train_wall_s"),
+            "bleu": {s: run["bleu"].get(s, {}).get("bleu_tok") for s in SPLITS}}
+
+
+def _finished(run_dir: str) -> bool:
+    return all(os.path.isfile(os.path.join(run_dir, f"bleu_{s}.json")) for s in SPLITS)
+
+
+def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de") -> dict:
+    """``{"pairs": [...], "waiting": [...]}``: one entry per context and seed whose two runs are
+    finished (rows, budget, paired differences per split), the others listed as waiting."""
+    decodes = Decodes(refs_dir, pair)
+    out = {"runs_dir": os.path.relpath(runs_dir), "pairs": [], "waiting": []}
+    for context in CONTEXTS:
+        for seed in seeds:
+            feed_dir = os.path.join(runs_dir, f"{context}_seed{seed}")
+            nofeed_dir = os.path.join(runs_dir, f"{context}-nofeed_seed{seed}")
+            missing = [d for d in (feed_dir, nofeed_dir) if not _finished(d)]
+            if missing:
+                out["waiting"].append({"context": context, "seed": seed,
+                                       "unfinished": [os.path.relpath(d) for d in missing]})
+                continue
+            feed, nofeed = read_run(feed_dir), read_run(nofeed_dir)
+            budget_path = os.path.join(nofeed_dir, "budget.json")
+            try:
+                budget = read_json(budget_path, "experiments/input_feeding_budget.py writes it")
+            except ValueError as e:
+                raise ReportError(str(e)) from None
+            entry = {"context": context, "seed": seed, "feed": _row(feed), "nofeed": _row(nofeed),
+                     "budget": {k: budget.get(k) for k in ("ratio", "budget_updates",
+                                                           "feed_updates", "batches_timed")},
+                     "paired": {}}
+            for split in SPLITS:
+                entry["paired"][split] = {
+                    k: v for k, v in paired_interval(decodes.statistics(feed, split),
+                                                     decodes.statistics(nofeed, split)).items()
+                    if k in ("delta", "low", "high", "p_other_better", "level", "n_resamples")}
+            out["pairs"].append(entry)
+    bad = decodes.mismatches()
+    if bad:
+        raise ReportError("; ".join(f"{x['path']}: BLEU {x['recomputed']:.2f} recomputed, "
+                                    f"{x['recorded']:.2f} recorded" for x in bad))
+    return out
+
+
+def _f(x, fmt="{:.2f}"):
+    return "–" if x is None else fmt.format(x)
+
+
+def markdown(table: dict) -> str:
+    lines = ["# Input feeding or not, at the same compute: Multi30K En→De", "",
+             f"Runs under `{table['runs_dir']}`: the input-feeding model trained 20 epochs; the model "
+             "without input feeding for the updates those take in the same time on one core "
+             "(`budget.json`: the two models' training steps timed side by side on real batches). "
+             "Tokenised BLEU, beam 10; differences no-feed − feed with 95 % paired bootstrap "
+             "intervals over sentences.", ""]
+    if table["pairs"]:
+        lines += ["| context | seed | decoder | updates | epochs | best epoch | valid ppl | valid BLEU "
+                  "| test2016 | test2017 |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for e in table["pairs"]:
+            for name, key in (("input feeding", "feed"), ("no input feeding, parallel path", "nofeed")):
+                r = e[key]
+                lines.append(f"| {e['context']} | {e['seed']} | {name} | {_f(r['updates'], '{:d}')} | "
+                             f"{_f(r['epochs'], '{:.0f}')} | {_f(r['best_epoch'], '{:.0f}')} | "
+                             f"{_f(r['valid_ppl'])} | "
+                             + " | ".join(_f(r["bleu"][s]) for s in SPLITS) + " |")
+        lines += ["", "| context | seed | speed ratio (no-feed / feed) | budget (updates) | "
+                  + " | ".join(f"Δ {s} [95 %]" for s in SPLITS) + " |",
+                  "|---|---|---:|---:|" + "---|" * len(SPLITS)]
+        for e in table["pairs"]:
+            b = e["budget"]
+            cells = [f"{p['delta']:+.2f} [{p['low']:+.2f}, {p['high']:+.2f}]"
+                     for p in (e["paired"][s] for s in SPLITS)]
+            lines.append(f"| {e['context']} | {e['seed']} | {_f(b['ratio'], '{:.3f}')} | "
+                         f"{_f(b['budget_updates'], '{:d}')} | " + " | ".join(cells) + " |")
+    for w in table["waiting"]:
+        lines += ["", f"Waiting: {w['context']} seed {w['seed']} ({', '.join(w['unfinished'])} "
+                  "not finished)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", required=True, help="the folder of <context>[-nofeed]_seed<N> runs")
+    p.add_argument("--refs-dir", required=True, help="the data-bin's raw/ (references)")
+    p.add_argument("--seeds", default="1")
+    p.add_argument("--out-dir", required=True)
+    a = p.parse_args(argv)
+    try:
+        table = collect(a.runs, a.refs_dir, [int(s) for s in a.seeds.split(",") if s])
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(a.out_dir, exist_ok=True)
+    with open(os.path.join(a.out_dir, "input_feeding.json"), "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1)
+    text = markdown(table)
+    with open(os.path.join(a.out_dir, "input_feeding.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""experiments/input_feeding_report.py: the input-feeding page from the runs' own files: both runs
+of a context side by side, the budget, and no-feed − feed per split with a paired bootstrap
+interval that holds the true difference; unfinished pairs wait; a decode whose BLEU is not its
+recorded one is refused."""
+import importlib.util
+import json
+import random
+
+import pytest
+
+from fairseq_acvi.metrics.bleu import bleu_from_totals, sentence_stats
+from test_normalizers_report import SPLITS, _record, corrupt, gen_text, references, write_refs
+
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location("input_feeding_report",
+                                              REPO / "experiments" / "input_feeding_report.py")
+R = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(R)
+
+
+def _run(root, name, context, tag, refs, rate, seed, updates, budget=None, bleu_shift=0.0):
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"pair": "en_de", "context": context, "tag": tag,
+                                              "seed": seed}))
+    log = []
+    for ep in (1, 2):
+        log += [_record("train", {"epoch": ep, "train_wps": "1000", "train_wall": str(60 * ep)}),
+                _record("valid", {"epoch": ep, "valid_loss": str(3 - ep / 10),
+                                  "valid_nll_loss": str(3 - ep / 10),
+                                  "valid_num_updates": str(updates * ep // 2)})]
+    log.append("2026-11-29 10:09:00 | INFO | fairseq_cli.train | done training in 120.0 seconds\n")
+    (run / "train.log").write_text("".join(log))
+    for i, split in enumerate(SPLITS):
+        hyps = corrupt(refs[split], rate, seed * 10 + i)
+        (run / f"gen_{split}.txt").write_text(gen_text(hyps), encoding="utf-8")
+        tok = bleu_from_totals(sentence_stats(hyps, refs[split]).sum(0)) + bleu_shift
+        (run / f"bleu_{split}.json").write_text(json.dumps({"bleu_tok": round(float(tok), 2)}))
+    if budget:
+        (run / "budget.json").write_text(json.dumps(budget))
+    return run
+
+
+@pytest.fixture
+def runs(tmp_path):
+    refs = references(random.Random(0))
+    root = tmp_path / "runs"
+    budget = {"ratio": 1.13, "budget_updates": 2644, "feed_updates": 2340, "batches_timed": 40}
+    _run(root, "soft_seed1", "soft", "", refs, 0.30, 1, 2340)
+    _run(root, "soft-nofeed_seed1", "soft", "nofeed", refs, 0.15, 1, 2644, budget)
+    _run(root, "acvi_seed1", "acvi", "", refs, 0.20, 1, 2340)        # its no-feed run still training
+    return {"root": root, "refs": write_refs(tmp_path / "raw", refs), "ref_lines": refs,
+            "tmp": tmp_path}
+
+
+def test_the_page_pairs_each_context_and_bounds_the_difference(runs, capsys):
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(runs["tmp"] / "page")]) == 0
+    table = json.loads((runs["tmp"] / "page" / "input_feeding.json").read_text())
+    (pair,) = table["pairs"]
+    assert (pair["context"], pair["seed"]) == ("soft", 1)
+    assert pair["feed"]["updates"] == 2340 and pair["nofeed"]["updates"] == 2644
+    assert pair["budget"]["ratio"] == 1.13 and pair["budget"]["budget_updates"] == 2644
+    for split in SPLITS:
+        p = pair["paired"][split]
+        true = pair["nofeed"]["bleu"][split] - pair["feed"]["bleu"][split]
+        assert p["delta"] == pytest.approx(true, abs=0.011)
+        assert p["low"] < p["delta"] < p["high"] and p["low"] > 0         # 0.15 vs 0.30 corrupted
+    (waiting,) = table["waiting"]
+    assert (waiting["context"], waiting["seed"]) == ("acvi", 1)
+    assert len(waiting["unfinished"]) == 1 and waiting["unfinished"][0].endswith("acvi-nofeed_seed1")
+    page = (runs["tmp"] / "page" / "input_feeding.md").read_text()
+    assert "| soft | 1 | no input feeding, parallel path | 2644 |" in page
+    assert "| soft | 1 | 1.130 | 2644 |" in page and "Waiting: acvi seed 1" in page
+    assert page == capsys.readouterr().out
+
+
+def test_a_decode_that_is_not_its_recorded_bleu_is_refused(runs, capsys):
+    _run(runs["root"], "acvi-nofeed_seed1", "acvi", "nofeed", runs["ref_lines"], 0.2, 1, 2600,
+         {"ratio": 1.1, "budget_updates": 2600}, bleu_shift=1.0)
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(runs["tmp"] / "page")]) == 2
+    err = capsys.readouterr().err
+    assert "acvi-nofeed_seed1/gen_valid.txt: BLEU" in err and "recorded" in err
+    assert not (runs["tmp"] / "page").exists()
+
+
+def test_a_missing_budget_is_named(runs, capsys):
+    (runs["root"] / "soft-nofeed_seed1" / "budget.json").unlink()
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(runs["tmp"] / "page")]) == 2
+    assert "soft-nofeed_seed1/budget.json: cannot be read" in capsys.readouterr().err

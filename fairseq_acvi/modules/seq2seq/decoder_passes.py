@@ -1,6 +1,8 @@
 """The two ways a :class:`~fairseq_acvi.modules.seq2seq.context_decoder.ContextLSTMDecoder` goes
 through the target steps (docs/method.md §2-3, §3.7): the step loop, one step after the other
-(incremental decoding, and every teacher-forced pass of a recurrent configuration), and the
+(incremental decoding, and every teacher-forced pass of a recurrent configuration), each step one
+call of :meth:`DecoderPasses._recurrent_step` (compiled in teacher-forced passes under
+``--compile-decoder-step``, §3.8: :mod:`fairseq_acvi.modules.seq2seq.compiled_step`), and the
 parallel path, every step of a teacher-forced pass at once (no input feeding, nothing else
 recurrent; seed 003's attention over the decoder's own states is causal attention there).
 

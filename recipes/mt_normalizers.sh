@@ -23,6 +23,7 @@ CNNDM="${CNNDM:-0}"
 CNNDM_RUNS="${CNNDM_RUNS:-softmax:0 softmax:1 csparsemax:0}"
 CNNDM_DATA="${CNNDM_DATA:-data-bin/cnndm}"
 CNNDM_SUBSET="${CNNDM_SUBSET:-test}"
+CNNDM_ARGS="${CNNDM_ARGS:-}"
 REPORT_DIR="${REPORT_DIR:-}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
 SOFTMAX_FROM="${SOFTMAX_FROM:-}"
@@ -68,7 +69,7 @@ for item in $CNNDM_RUNS; do
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
   STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
-  CNNDM_SUBSET PYTHON
+  CNNDM_SUBSET CNNDM_ARGS PYTHON
 
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
@@ -116,9 +117,10 @@ if [[ "$CNNDM" == "1" && "$REPORT_ONLY" == "0" ]]; then
     phases="2000:50:20:0 4000:100:50:0 5500:200:50:0 6000:400:100:0 6400:400:100:$COV"
     branch=""
     [[ "$COV" == "1" && " $CNNDM_RUNS " == *" $NORM:0 "* ]] && branch="$RUNS/cnndm/${CONTEXT}-${NORM}-cov0"
+    # shellcheck disable=SC2086
     CONTEXT="$CONTEXT" DATA="$CNNDM_DATA" SAVE="$RUNS/cnndm/${CONTEXT}-${NORM}-cov$COV" \
       SCHEDULE=cpu CPU_PHASES="$phases" SUBSET="$CNNDM_SUBSET" BRANCH_FROM="$branch" PYTHON="$PYTHON" \
-      bash "$(dirname "$0")/summarization_cnndm.sh" "${args[@]}" "$@"
+      bash "$(dirname "$0")/summarization_cnndm.sh" "${args[@]}" $CNNDM_ARGS "$@"
   done
 fi
 

@@ -127,3 +127,19 @@ def test_softmax_from_must_be_a_folder_and_refuses_extra_arguments(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "extra arguments: --dropout 0.1" in proc.stderr
     assert not marker.exists()
+
+
+def test_cnndm_args_reach_the_cnndm_trainings_only(tmp_path):
+    data = tmp_path / "cnndm"
+    data.mkdir()
+    (data / "dict.src.txt").write_text("a 1\n")
+    (data / "test.article").write_text("a\n")
+    proc, marker, _ = _run({"REPORT_ONLY": "0", "CNNDM": "1", "CNNDM_DATA": str(data),
+                            "NORMALIZERS": "softmax", "SEEDS": "1",
+                            "SOFTMAX_FROM": str(tmp_path), "CNNDM_RUNS": "csparsemax:0",
+                            "CNNDM_ARGS": "--compile-decoder-step inductor"}, tmp_path)
+    calls = marker.read_text().splitlines()
+    trains = [c for c in calls if c.startswith("-m fairseq_cli.train")]
+    assert trains and all("--attention-normalizer csparsemax" in c
+                          and c.endswith("--compile-decoder-step inductor") for c in trains), calls
+    assert not any("compile-decoder-step" in c for c in calls if "reuse_run" in c)

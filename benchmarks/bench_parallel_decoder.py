@@ -84,9 +84,10 @@ def main():
         for mode in modes:
             models[f"{v} loop+feed {mode}"] = build(a, d, v, 1, True, mode)
             warmup[f"{v} loop+feed {mode}"] = 3
-        if build(a, d, v, 0, True).decoder.runs_in_parallel:
+        parallel = build(a, d, v, 0, True)
+        if parallel.decoder.runs_in_parallel:
             models[f"{v} loop"] = build(a, d, v, 0, False)
-            models[f"{v} parallel"] = build(a, d, v, 0, True)
+            models[f"{v} parallel"] = parallel
     if not pg:
         models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers).to(a.device)
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}

@@ -55,11 +55,18 @@ NAMES = {"softmax": "softmax", "sparsemax": "sparsemax", "entmax15": "1.5-entmax
 _OPTION = re.compile(r"--attention-normalizer[= ](\S+)")
 
 
+def trained_normalizer(extra_train_args: Optional[str]) -> Optional[str]:
+    """The ``--attention-normalizer`` a run's extra training arguments (run.json's
+    ``extra_train_args``) name, the last one if several, or None."""
+    m = _OPTION.findall(extra_train_args or "")
+    return m[-1] if m else None
+
+
 def normalizer_of(run: dict) -> Optional[str]:
     """The run's attention normaliser (module docstring), or None for a run of no normaliser."""
-    m = _OPTION.findall(run["meta"].get("extra_train_args") or "")
-    if m:
-        return m[-1]
+    named = trained_normalizer(run["meta"].get("extra_train_args"))
+    if named:
+        return named
     return run["tag"] if run["tag"] in NORMALIZERS else None
 
 

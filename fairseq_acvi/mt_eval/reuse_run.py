@@ -17,15 +17,14 @@ nothing; a destination that holds another run is refused.
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 from typing import List, Optional
 
 from fairseq_acvi.data.json_numbers import read_json
+from fairseq_acvi.mt_eval.normalizer_table import trained_normalizer
+from fairseq_acvi.mt_eval.runs import SPLITS
 
-SPLITS = ("valid", "test2016", "test2017")
-_NORMALIZER = re.compile(r"--attention-normalizer[= ](\S+)")
 
 
 class ReuseError(ValueError):
@@ -53,9 +52,9 @@ def check_source(src: str, tag: str, context: str, max_epoch: int, patience: int
         wrong.append(f"context {meta.get('context')!r}, not {context!r}")
     if meta.get("tag"):
         wrong.append(f"tag {meta['tag']!r} (a variant, not the default model)")
-    named = _NORMALIZER.findall(meta.get("extra_train_args") or "")
-    if named and named[-1] != tag:
-        wrong.append(f"trained with --attention-normalizer {named[-1]}")
+    named = trained_normalizer(meta.get("extra_train_args"))
+    if named and named != tag:
+        wrong.append(f"trained with --attention-normalizer {named}")
     for key, want in (("max_epoch", max_epoch), ("patience", patience)):
         if meta.get(key) != want:
             wrong.append(f"{key} {meta.get(key)!r}, not {want} (another budget)")

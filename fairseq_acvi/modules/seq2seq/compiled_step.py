@@ -74,9 +74,10 @@ def check_mode(mode: str) -> str:
 def compiled(cls: type, mode: str, **compile_args) -> Callable:
     """The compiled unbound ``cls._recurrent_step`` for ``mode`` (cached; extra keyword
     arguments, e.g. ``fullgraph=True`` in tests, make a separate entry)."""
-    key = (cls, check_mode(mode), tuple(sorted(compile_args.items())))
+    key = (cls, mode, tuple(sorted(compile_args.items())))
     fn = _COMPILED.get(key)
     if fn is None:
+        check_mode(mode)
         # one code object serves every configuration of the decoder (each context inference,
         # training and evaluation, static then dynamic shapes, each mode): TorchDynamo's default
         # of 8 compiled versions per code object would send the ninth back to the eager step
@@ -112,7 +113,7 @@ def step_function(decoder, mode: str) -> Callable:
     starts a new pass (``torch.compiler.cudagraph_mark_step_begin``): the previous pass's outputs
     are no longer read (its loss is formed and its backward done), so its graphs' memory may be
     reused."""
-    if check_mode(mode) == "none":
+    if mode == "none":                     # (the decoder checked its mode when it was built)
         return decoder._recurrent_step
     reason = eager_reason(decoder)
     if reason is not None:

@@ -48,3 +48,27 @@ def test_uniform_weights_one_sample_and_bad_input():
         RunningCombination("mean")
     with pytest.raises(ValueError, match="no samples were combined"):
         RunningCombination("prob").result()
+
+
+@pytest.mark.parametrize("block", [1, 2, 5, 1 << 18])
+def test_average_members_in_row_blocks_is_one_pass_bit_for_bit(monkeypatch, block):
+    """average_members goes a block of rows at a time on a CPU: every block size gives the same
+    bits as the formula over the whole tensor, −inf included (a token one member rules out, a
+    token all rule out), and M identical members still give their own values back."""
+    from fairseq_acvi.mc_prediction import combination
+
+    g = torch.Generator().manual_seed(1)
+    lp = torch.log_softmax(8 * torch.randn(3, 4, 5, 13, generator=g), -1)       # (3, 4 rows, M, V)
+    lp[0, 1, :, 2] = -math.inf
+    lp[2, 3, 0, 7] = -math.inf
+    top = lp.max(dim=-2, keepdim=True).values
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    whole = (top + torch.log(torch.exp(lp - top).mean(dim=-2, keepdim=True))).squeeze(-2)
+    monkeypatch.setattr(combination, "CACHE_BLOCK_ELEMENTS", block * 5 * 13)     # `block` rows
+    got = combination.average_members(lp)
+    assert got.shape == (3, 4, 13)
+    assert torch.equal(got, whole)
+    assert got[0, 1, 2] == -math.inf and torch.isfinite(got[2, 3, 7])
+    torch.testing.assert_close(got.exp(), lp.exp().mean(-2))                       # the definition
+    same = lp[:, :, :1].expand(3, 4, 6, 13)
+    assert torch.equal(combination.average_members(same), lp[:, :, 0])

@@ -31,6 +31,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from fairseq_acvi.mc_prediction.combination import row_block
+
 #: the order of the last dimension of every result of this module
 FIELDS = ("entropy", "expected_entropy", "mutual_information")
 ENTROPY, EXPECTED_ENTROPY, MUTUAL_INFORMATION = range(3)
@@ -38,23 +40,16 @@ ENTROPY, EXPECTED_ENTROPY, MUTUAL_INFORMATION = range(3)
 MEMBERS_MUTUAL_INFORMATION = 3
 
 
-#: rows of (S, V) processed together by :func:`decompose`: about this many float32 elements (1 MiB),
-#: so that exp(lp) is read back from the cache instead of memory
-CHUNK_ELEMENTS = 1 << 18
-
-
 def _row_sums(lp: Tensor, lp_mean: Optional[Tensor] = None):
     """Σ_v p_s log p_s (= −H[p_s]) and, with ``lp_mean``, Σ_v p_s log p̄, per row and sample.
 
     lp: (n, S, V) float32 log p_s; lp_mean: (n, 1, V) log p̄ or None -> ((n, S), (n, S) or None).
-    Taken a block of rows at a time (:data:`CHUNK_ELEMENTS`; a loop over rows of the batch, not
-    over the samples): one exp(lp) block in a reused buffer, read twice while it is in the cache.
-    Decoding with K = 10 over an 8k vocabulary forms ~80k elements per beam row and step; on a CPU
-    the whole (rows, S, V) at once costs several times more in memory traffic than the arithmetic.
-    On a GPU all rows go at once (blocks would only add kernel launches).
+    Taken a block of rows at a time (:func:`~fairseq_acvi.mc_prediction.combination.row_block`; a
+    loop over rows of the batch, not over the samples): one exp(lp) block in a reused buffer, read
+    twice while it is in the cache.
     """
     n, S, V = lp.shape
-    step = n if lp.is_cuda else max(1, CHUNK_ELEMENTS // (S * V))
+    step = row_block(n, S * V, lp.is_cuda)
     neg_h = lp.new_empty(n, S)
     cross = lp.new_empty(n, S) if lp_mean is not None else None
     buf = lp.new_empty(min(step, n), S, V)

@@ -70,6 +70,9 @@ nothing of them is built: the decoder is the one above, bit for bit, and old che
   switch still reads q_t). The past keys and values (``past_keys``, ``past_values``, (B, t, ·))
   live in the incremental state, reordered with the beam; ``extra["decoder_past_attn"]``
   (B, T, t0 + T − 1) holds b_t (zeros where a step has no such past position).
+
+The incremental state, made at the first step and reordered with the beam, is
+:mod:`fairseq_acvi.modules.seq2seq.decoder_state`'s.
 """
 from typing import Callable, Dict, Optional
 
@@ -85,12 +88,14 @@ from fairseq_acvi.modules.context import StepOutput, context_class
 from fairseq_acvi.modules.context.scorers import Memory
 from fairseq_acvi.modules.seq2seq import compiled_step
 from fairseq_acvi.modules.seq2seq.decoder_passes import DecoderPasses
+from fairseq_acvi.modules.seq2seq.decoder_state import DecoderState
 from fairseq_acvi.modules.seq2seq.decoder_past import DecoderPastAttention
 from fairseq_acvi.modules.seq2seq.output_layers import OutputInputs, OutputLayer, VocabularyOutput
 from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 
 
-class ContextLSTMDecoder(DecoderPasses, FairseqIncrementalDecoder):
+
+class ContextLSTMDecoder(DecoderPasses, DecoderState, FairseqIncrementalDecoder):
     """The LSTM decoder of every seq2seq model, with input feeding unless ``--input-feeding 0``
     (module docstring).
 
@@ -382,60 +387,6 @@ class ContextLSTMDecoder(DecoderPasses, FairseqIncrementalDecoder):
         tgt = torch.cat([prev_output_tokens[:, 1:], pad], dim=1)
         last = prev_output_tokens.ne(self.padding_idx) & tgt.eq(self.padding_idx)
         return tgt.masked_fill(last, self.eos_idx)
-
-    # -- state -----------------------------------------------------------------------------------
-    def _start(self, encoder_out, prev_output_tokens, full_sequence: bool,
-               target: Optional[Tensor] = None) -> Dict[str, Tensor]:
-        """Per-sentence state: initial LSTM state, prepared memory, the context's prepared
-        tensors (``prep_*``) and, for a stateful context, its initial recurrent state
-        (``state_*``). Every entry but h and c is batch-first."""
-        final = encoder_out["encoder_final"][0]                        # (L_enc, B, 2H_enc)
-        final_c = encoder_out["encoder_final_cell"][0]
-        L = final.size(0)
-        idx = [min(i, L - 1) for i in range(self.num_layers)]
-        cache = {
-            "h": torch.stack([torch.tanh(self.init_h(final[j])) for j in idx]),
-            "c": torch.stack([self.init_c(final_c[j]) for j in idx]),
-        }
-        h = encoder_out["encoder_out"][0]                               # (B, N, d)
-        pad = encoder_out["encoder_padding_mask"][0]
-        mem = self.scorer.prepare(h, pad)
-        cache.update(keys=mem.keys, values=mem.values, pad=mem.pad_mask)
-        B = h.size(0)
-        if self.input_feeding:
-            cache["feed"] = h.new_zeros(B, self.feed_dim)
-        if self.head.needs_source_ids:
-            cache["src_ids"] = encoder_out["src_tokens"][0]            # (B, N) right-padded, = values
-        if self.use_coverage:
-            cache["coverage"] = h.new_zeros(B, h.size(1), dtype=torch.float32)
-        if self.self_attn is not None:
-            cache["sa_keys"], cache["sa_values"] = self.self_attn.empty_past(h)
-        if self.past_attn is not None:
-            cache["past_keys"], cache["past_values"] = self.past_attn.empty_past(h)
-        target_emb = target_pad = None
-        if self.context.needs_target and self.training and full_sequence:
-            if target is None:
-                target = self._targets(prev_output_tokens)
-            target_emb, target_pad = self.embed_tokens(target), target.eq(self.padding_idx)
-        prepared = self.context.prepare(mem, final[-1], target_emb, target_pad)
-        cache.update({"prep_" + k: v for k, v in prepared.items()})
-        if self.context.stateful:
-            state = self.context.init_state(prepared, mem)
-            cache.update({"state_" + k: v for k, v in state.items()})
-        return cache
-
-    def _get_cache(self, incremental_state):
-        if incremental_state is None:
-            return None
-        return self.get_incremental_state(incremental_state, "cache")
-
-    def reorder_incremental_state(self, incremental_state, new_order):
-        cache = self._get_cache(incremental_state)
-        if cache is None:
-            return
-        new = {k: (v.index_select(1, new_order) if k in ("h", "c") else v.index_select(0, new_order))
-               for k, v in cache.items()}
-        self.set_incremental_state(incremental_state, "cache", new)
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         lprobs = net_output[0].float()

@@ -9,6 +9,7 @@ Output (a dict, so fairseq's beam search can reorder it)::
     encoder_final:        [f]            f: (L, B, 2·H) final fwd/bwd hidden state per layer
     encoder_final_cell:   [fc]           fc: (L, B, 2·H) final fwd/bwd cell state per layer
     src_tokens:           [tokens]       (B, N) right-padded ids (copy mechanisms need them)
+    row_source:           [source]       (B,) the row of this output each row copies (beam_rows.py)
 
 Seed 003's configuration (iii) (``--self-attention-heads H``, docs/method.md §3.6; off by default,
 and then nothing is built): :meth:`BiLSTMEncoder.add_self_attention` adds a bidirectional,
@@ -32,6 +33,7 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
+from fairseq_acvi.modules.seq2seq import beam_rows
 from fairseq_acvi.modules.seq2seq.segmented_lstm import bilstm_by_segments, bilstm_packed
 from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 
@@ -109,6 +111,7 @@ class BiLSTMEncoder(FairseqEncoder):
             "encoder_padding_mask": [pad],
             "encoder_final": [merge(h_n)],
             "encoder_final_cell": [merge(c_n)],
+            beam_rows.ROW_SOURCE: [beam_rows.initial(bsz, h.device)],
         }
 
     def _other_sentences(self, h: Tensor, pad: Tensor):
@@ -130,6 +133,15 @@ class BiLSTMEncoder(FairseqEncoder):
         return new_h, new_pad
 
     def reorder_encoder_out(self, encoder_out, new_order):
+        """Every tensor's rows by ``new_order`` (rows',), except when each new row would copy a
+        row of the same source (beam rows moving within their sentence,
+        :mod:`~fairseq_acvi.modules.seq2seq.beam_rows`): its values are those it has, and the
+        output is returned as it is."""
+        source = encoder_out.get(beam_rows.ROW_SOURCE)
+        if source:
+            _, unchanged = beam_rows.reordered(source[0], new_order)
+            if unchanged:
+                return dict(encoder_out)
         out = {}
         for key, vals in encoder_out.items():
             dim = 1 if key in ("encoder_final", "encoder_final_cell") else 0

@@ -40,13 +40,14 @@ ENTROPY, EXPECTED_ENTROPY, MUTUAL_INFORMATION = range(3)
 MEMBERS_MUTUAL_INFORMATION = 3
 
 
-def _row_sums(lp: Tensor, lp_mean: Optional[Tensor] = None):
+def _row_sums(lp: Tensor, lp_mean: Optional[Tensor] = None, clamp: bool = False):
     """Σ_v p_s log p_s (= −H[p_s]) and, with ``lp_mean``, Σ_v p_s log p̄, per row and sample.
 
     lp: (n, S, V) float32 log p_s; lp_mean: (n, 1, V) log p̄ or None -> ((n, S), (n, S) or None).
+    ``clamp``: −inf in ``lp`` is first raised to the lowest float, so that 0 · log 0 counts 0.
     Taken a block of rows at a time (:func:`~fairseq_acvi.mc_prediction.combination.row_block`; a
     loop over rows of the batch, not over the samples): one exp(lp) block in a reused buffer, read
-    twice while it is in the cache.
+    twice while it is in the cache (the clamp too is a block's, not a copy of the whole of lp).
     """
     n, S, V = lp.shape
     step = row_block(n, S * V, lp.is_cuda)
@@ -55,8 +56,9 @@ def _row_sums(lp: Tensor, lp_mean: Optional[Tensor] = None):
     buf = lp.new_empty(min(step, n), S, V)
     for i in range(0, n, step):
         j = min(n, i + step)
-        p = torch.exp(lp[i:j], out=buf[: j - i])
-        torch.linalg.vecdot(p, lp[i:j], out=neg_h[i:j])
+        block = lp[i:j].clamp_min(torch.finfo(lp.dtype).min) if clamp else lp[i:j]
+        p = torch.exp(block, out=buf[: j - i])
+        torch.linalg.vecdot(p, block, out=neg_h[i:j])
         if cross is not None:
             torch.linalg.vecdot(p, lp_mean[i:j], out=cross[i:j])
     return neg_h, cross
@@ -88,9 +90,7 @@ def single(lp: Tensor) -> Tensor:
     """One distribution per row (no samples): lp (..., V) log p, may hold −inf ->
     (..., 3) float32 (H, H, 0)."""
     lp = lp.detach().float()
-    # p log p with 0·(−inf) = 0: −inf is clamped to the lowest float first
-    lp = lp.clamp_min(torch.finfo(lp.dtype).min)
-    h = -_row_sums(lp.reshape(-1, 1, lp.size(-1)))[0].view(lp.shape[:-1])
+    h = -_row_sums(lp.reshape(-1, 1, lp.size(-1)), clamp=True)[0].view(lp.shape[:-1])
     return torch.stack([h, h, torch.zeros_like(h)], dim=-1)
 
 

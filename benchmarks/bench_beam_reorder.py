@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import torch
 
 import fairseq_acvi  # noqa: F401
-from bench_uncertainty_methods import batches_of, load, measure
+from bench_common import interleaved_decodes, load_checkpoints, subset_batches
 
 from fairseq_acvi.modules.seq2seq import beam_rows
 from fairseq_acvi.modules.seq2seq.mc_dropout import set_rows_per_sentence, wrap_mc_dropout
@@ -92,10 +92,12 @@ def cnndm_shape(args):
     g = torch.Generator().manual_seed(0)
     src = torch.randint(d.nspecial, len(d), (args.sentences, 400), generator=g)
     src[:, -1] = d.eos()
-    batches = [{"id": torch.arange(s, min(args.sentences, s + args.batch)),
-                "net_input": {"src_tokens": src[s:s + args.batch],
-                              "src_lengths": torch.full((min(args.batch, args.sentences - s),), 400)}}
-               for s in range(0, args.sentences, args.batch)]
+    batches = []
+    for s in range(0, args.sentences, args.batch):
+        rows = src[s:s + args.batch]
+        batches.append({"id": torch.arange(s, s + rows.size(0)),
+                        "net_input": {"src_tokens": rows,
+                                      "src_lengths": torch.full((rows.size(0),), 400)}})
 
     class _Task:
         def build_generator(self, ms, gen_args):
@@ -114,24 +116,27 @@ def main(argv=None):
     else:
         if not (args.data and args.soft):
             raise SystemExit("error: --data and --soft are needed (or --cnndm-shape)")
-        soft, task = load([args.soft], args.data)
+        soft, task = load_checkpoints([args.soft], args.data)
         models = {"soft": soft}
         if args.acvi:
-            models["acvi"] = load([args.acvi], args.data, mc_samples=args.mc_samples)[0]
+            models["acvi"] = load_checkpoints([args.acvi], args.data,
+                                              mc_samples=args.mc_samples)[0]
         models["mcdrop"] = [wrap_mc_dropout(soft[0], args.mc_dropout)]
-        batches = batches_of(task, args)
+        batches = subset_batches(task, args.subset, args.sentences, args.batch)
     gen_args = argparse.Namespace(beam=args.beam, max_len_a=2.0, max_len_b=10)
     n_sent = sum(len(b["id"]) for b in batches)
     print(f"sentences={n_sent} beam={args.beam} batch={args.batch} K={args.mc_samples} "
           f"(acvi) / {args.mc_dropout} (mcdrop) threads={args.threads} rounds={args.rounds}")
-    print("| model | CPU s, copying every tensor | CPU s, per-sentence kept | speed-up | same hypotheses |")
+    print("| model | CPU s, copying every tensor | CPU s, per-sentence kept | speed-up "
+          "| same hypotheses |")
     print("|---|---:|---:|---:|---|")
     for name, ms in models.items():
         gen = task.build_generator(ms, gen_args)
         if name == "mcdrop":
             set_rows_per_sentence(ms, args.beam)
         methods = {"copy": (_Way(gen, True), ms), "kept": (_Way(gen, False), ms)}
-        times, outputs = measure(methods, batches, args.rounds, report=lambda line: None)
+        times, outputs = interleaved_decodes(methods, batches, args.rounds,
+                                             report=lambda line: None)
         same = all(torch.equal(a["tokens"], b["tokens"])
                    and torch.equal(a["positional_scores"], b["positional_scores"])
                    for ba, bb in zip(outputs["copy"], outputs["kept"])

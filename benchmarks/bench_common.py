@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts (timing, one ELBO training step)."""
+"""Helpers shared by the benchmark scripts (timing, one ELBO training step, checkpoints and their
+test batches, decodes timed side by side)."""
 import time
 
 import torch
@@ -73,3 +74,50 @@ def training_words_per_second(models, opts, b, words: int, rounds: int, warmup=N
         for k in keys[r % len(keys):] + keys[: r % len(keys)]:
             times[k].append(timed(lambda: elbo_train_step(models[k], opts[k], *b)))
     return {k: words / statistics.median(v) for k, v in times.items()}
+
+
+def load_checkpoints(paths, data, **overrides):
+    """fairseq checkpoints ``paths`` of the data-bin folder ``data`` (``overrides``: model
+    options, e.g. mc_samples) -> (their models in evaluation mode, the task)."""
+    from fairseq import checkpoint_utils
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        list(paths), arg_overrides=dict(data=data, **overrides))
+    for m in models:
+        m.eval()
+    return models, task
+
+
+def subset_batches(task, subset: str, sentences: int, batch: int):
+    """The first ``sentences`` sentences of ``subset`` as generation batches of ``batch``."""
+    task.load_dataset(subset)
+    ds = task.dataset(subset)
+    n = min(sentences, len(ds))
+    return [ds.collater([ds[i] for i in range(s, min(n, s + batch))]) for s in range(0, n, batch)]
+
+
+def interleaved_decodes(methods, batches, rounds: int, report=None):
+    """Decode ``batches`` with every method {name: (generator, its models)} ``rounds`` times,
+    interleaved (the order rotates each round), torch re-seeded before each decode; ``report``
+    (default: print) gets one line a round. -> ({method: {"wall": [s, ...], "cpu": [s, ...]}}
+    (wall and process CPU seconds), the last round's hypotheses {method: [output per batch]})."""
+    report = report or (lambda line: print(line, flush=True))
+    names = list(methods)
+    times = {m: {"wall": [], "cpu": []} for m in names}
+    outputs = {}
+
+    def decode(name):
+        generator, models = methods[name]
+        torch.manual_seed(1)
+        with torch.no_grad():
+            outputs[name] = [generator.generate(models, b) for b in batches]
+
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            c0 = time.process_time()
+            times[name]["wall"].append(timed(lambda: decode(name)))
+            times[name]["cpu"].append(time.process_time() - c0)
+        report(f"round {r + 1}: " + "  ".join(
+            f"{m} {times[m]['wall'][-1]:.1f}s (cpu {times[m]['cpu'][-1]:.1f}s)" for m in names))
+    return times, outputs

@@ -18,13 +18,11 @@ sources (lengths 8-16, ``--max-len-b`` bounds the outputs).
 """
 import argparse
 import statistics
-import time
 
 import torch
 
 import fairseq_acvi  # noqa: F401
-from bench_common import timed
-from fairseq import checkpoint_utils
+from bench_common import interleaved_decodes, load_checkpoints, subset_batches
 
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
 
@@ -46,14 +44,8 @@ def parse_args(argv=None):
 
 
 def checkpoint_batches(args):
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [args.path], arg_overrides={"data": args.data, "mc_samples": args.mc_samples})
-    task.load_dataset(args.subset)
-    ds = task.dataset(args.subset)
-    n = min(args.sentences, len(ds))
-    batches = [ds.collater([ds[i] for i in range(s, min(n, s + args.batch))])
-               for s in range(0, n, args.batch)]
-    return models[0], task, batches
+    models, task = load_checkpoints([args.path], args.data, mc_samples=args.mc_samples)
+    return models[0], task, subset_batches(task, args.subset, args.sentences, args.batch)
 
 
 def synthetic_batches(args):
@@ -102,23 +94,11 @@ def main(argv=None):
     gens = {"off": task.build_generator([model], gen_args),
             "on": enable_uncertainty(task.build_generator([model], gen_args))}
     n_sent = sum(len(b["id"]) for b in batches)
-    times = {m: [] for m in gens}
-    outputs = {}
-
-    def decode(mode):
-        torch.manual_seed(1)
-        with torch.no_grad():
-            outputs[mode] = [gens[mode].generate([model], b) for b in batches]
-
     modes = list(gens)
-    cpu = {m: [] for m in gens}
-    for r in range(args.rounds):
-        for mode in (modes if r % 2 == 0 else modes[::-1]):
-            c0 = time.process_time()
-            times[mode].append(timed(lambda: decode(mode)))
-            cpu[mode].append(time.process_time() - c0)
-        print(f"round {r + 1}: " + "  ".join(f"{m} {times[m][-1]:.1f}s (cpu {cpu[m][-1]:.1f}s)"
-                                             for m in modes), flush=True)
+    timing, outputs = interleaved_decodes({m: (g, [model]) for m, g in gens.items()}, batches,
+                                          args.rounds)
+    times = {m: timing[m]["wall"] for m in modes}
+    cpu = {m: timing[m]["cpu"] for m in modes}
     same = all(torch.equal(h["tokens"], g["tokens"])
                for bo, bn in zip(outputs["off"], outputs["on"])
                for ho, hn in zip(bo, bn) for h, g in zip(ho, hn))

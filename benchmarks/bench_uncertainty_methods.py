@@ -20,13 +20,12 @@ each method's time as a multiple of ``soft``'s: the study's "× a single K = 1 p
 """
 import argparse
 import statistics
-import time
 
 import torch
 
 import fairseq_acvi  # noqa: F401
-from bench_common import timed
-from fairseq import checkpoint_utils
+from bench_common import interleaved_decodes as measure
+from bench_common import load_checkpoints, subset_batches
 
 from fairseq_acvi.generation.uncertainty import enable_uncertainty
 from fairseq_acvi.modules.seq2seq.mc_dropout import wrap_mc_dropout
@@ -51,18 +50,10 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def load(paths, data, **overrides):
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        paths, arg_overrides=dict(data=data, **overrides))
-    for m in models:
-        m.eval()
-    return models, task
-
-
 def build_methods(args):
     """{method: (generator, its models)}, and the task (the soft checkpoints')."""
     soft_paths = args.soft.split(":")
-    soft, task = load(soft_paths, args.data)
+    soft, task = load_checkpoints(soft_paths, args.data)
     gen_args = argparse.Namespace(beam=args.beam, max_len_a=args.max_len_a,
                                   max_len_b=args.max_len_b)
 
@@ -71,45 +62,12 @@ def build_methods(args):
 
     methods = {"soft": gen(soft[:1])}
     if args.acvi:
-        acvi, _ = load([args.acvi], args.data, mc_samples=args.mc_samples)
+        acvi, _ = load_checkpoints([args.acvi], args.data, mc_samples=args.mc_samples)
         methods["acvi"] = gen(acvi)
     methods["mcdrop"] = gen([wrap_mc_dropout(soft[0], args.mc_dropout)])
     if len(soft) > 1:
         methods["ensemble"] = gen(soft)
     return methods, task
-
-
-def batches_of(task, args):
-    task.load_dataset(args.subset)
-    ds = task.dataset(args.subset)
-    n = min(args.sentences, len(ds))
-    return [ds.collater([ds[i] for i in range(s, min(n, s + args.batch))])
-            for s in range(0, n, args.batch)]
-
-
-def measure(methods, batches, rounds: int, report=print):
-    """Decode ``batches`` with every method ``rounds`` times, interleaved (the order rotates each
-    round). -> {method: {"wall": [s, ...], "cpu": [s, ...]}}, and the last round's hypotheses
-    {method: [generate's output per batch]}."""
-    names = list(methods)
-    times = {m: {"wall": [], "cpu": []} for m in names}
-    outputs = {}
-
-    def decode(name):
-        generator, models = methods[name]
-        torch.manual_seed(1)
-        with torch.no_grad():
-            outputs[name] = [generator.generate(models, b) for b in batches]
-
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for name in order:
-            c0 = time.process_time()
-            times[name]["wall"].append(timed(lambda: decode(name)))
-            times[name]["cpu"].append(time.process_time() - c0)
-        report(f"round {r + 1}: " + "  ".join(
-            f"{m} {times[m]['wall'][-1]:.1f}s (cpu {times[m]['cpu'][-1]:.1f}s)" for m in names))
-    return times, outputs
 
 
 def summary(times, n_sent: int, base: str = "soft"):
@@ -127,7 +85,7 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     methods, task = build_methods(args)
-    batches = batches_of(task, args)
+    batches = subset_batches(task, args.subset, args.sentences, args.batch)
     n_sent = sum(len(b["id"]) for b in batches)
     times, outputs = measure(methods, batches, args.rounds)
     missing = [m for m, out in outputs.items()

@@ -76,10 +76,13 @@ def reorder(cache: Dict[str, Tensor], new_order: Tensor, per_sentence: Callable[
     (dimension 1 for the ``layer_first`` entries, (layers, rows, ...); 0 for the others), but
     the ``per_sentence`` entries kept as they are when the sources did not change (module
     docstring)."""
-    unchanged = False
+    unchanged, out = False, {}
     if ROW_SOURCE in cache:
-        _, unchanged = reordered(cache[ROW_SOURCE], new_order)
+        new, unchanged = reordered(cache[ROW_SOURCE], new_order)
+        out[ROW_SOURCE] = cache[ROW_SOURCE] if unchanged else new
     layer_first = set(layer_first)
-    return {k: (v if unchanged and (k == ROW_SOURCE or per_sentence(k))
-                else v.index_select(1 if k in layer_first else 0, new_order))
-            for k, v in cache.items()}
+    for k, v in cache.items():
+        if k != ROW_SOURCE:
+            out[k] = (v if unchanged and per_sentence(k)
+                      else v.index_select(1 if k in layer_first else 0, new_order))
+    return out

@@ -94,7 +94,6 @@ from fairseq_acvi.modules.seq2seq.output_layers import OutputInputs, OutputLayer
 from fairseq_acvi.modules.seq2seq.self_attention import SelfAttentionBlock
 
 
-
 class ContextLSTMDecoder(DecoderPasses, DecoderState, FairseqIncrementalDecoder):
     """The LSTM decoder of every seq2seq model, with input feeding unless ``--input-feeding 0``
     (module docstring).

@@ -71,7 +71,7 @@ for st in $(stages); do
     calibrate) echo "[recipe] plan: calibrate: teacher-forced test2016 tokens of the same methods (cli.calibration --save-tokens)" ;;
     measures) echo "[recipe] plan: measures: generation.uncertainty_measures per seed (acvi first: every difference is ACVI's)" ;;
     report) if [[ -n "$REPORT_DIR" ]]; then
-        echo "[recipe] plan: report: generation.uncertainty_report of seeds '$SEEDS' -> $REPORT_DIR/uncertainty.{md,json}, with each seed's measures copied beside it"
+        echo "[recipe] plan: report: generation.uncertainty_report of seeds '$SEEDS' -> $REPORT_DIR/uncertainty.{md,json}, with each seed's measures copied beside it and what they were computed from in $REPORT_DIR/outputs (generation.uncertainty_kept)"
       else
         echo "[recipe] plan: report: skipped, REPORT_DIR is empty (STAGE=report REPORT_DIR=<folder> writes the page)"
       fi ;;
@@ -168,7 +168,11 @@ for st in $(stages); do
       for s in "${SEED_LIST[@]}"; do   # what the figures were computed from, to re-check the page
         mkdir -p "$REPORT_DIR/seed$s"
         cp "$OUT/seed$s/measures/measures.json" "$OUT/seed$s/measures/measures.md" "$REPORT_DIR/seed$s/"
-      done ;;
+      done
+      # and what the measures were computed from: the decodes' H-/US- lines and the token arrays
+      ens_name=(); [[ "$ENSEMBLE" == 1 ]] && ens_name=(--ensemble ensemble)
+      "$PYTHON" -m fairseq_acvi.generation.uncertainty_kept --study "$OUT" --seeds "${SEED_LIST[@]}" \
+        ${ens_name[@]+"${ens_name[@]}"} --out-dir "$REPORT_DIR" ;;
   esac
 done
 echo "[recipe] done: STAGE=$STAGE, $OUT"

@@ -72,7 +72,7 @@ def test_one_seed_needs_the_ensemble_off(tmp_path):
     assert "SEEDS must be at least two seeds" in proc.stderr and not calls.exists()
 
 
-def test_the_report_stage_reads_every_seeds_measures_and_keeps_them_beside_the_page(tmp_path):
+def test_the_report_stage_reads_every_seeds_measures_and_keeps_them_and_their_inputs(tmp_path):
     env, calls = _setup(tmp_path)
     for s in (1, 2):
         d = tmp_path / "study" / f"seed{s}" / "measures"
@@ -83,12 +83,15 @@ def test_the_report_stage_reads_every_seeds_measures_and_keeps_them_beside_the_p
     proc = _run(dict(env, STAGE="report", SEEDS="1 2", ENSEMBLE="1", REPORT_DIR=str(report)),
                 tmp_path)
     assert proc.returncode == 0, proc.stderr
-    (line,) = calls.read_text().splitlines()
+    line, kept = calls.read_text().splitlines()
     study = tmp_path / "study"
     assert line == (f"-m fairseq_acvi.generation.uncertainty_report --measures "
                     f"{study}/seed1/measures/measures.json {study}/seed2/measures/measures.json "
                     f"--runs {tmp_path}/runs/en_de --mc-samples 10 --mc-dropout 10 "
                     f"--out-dir {report}")
+    # then what the measures were computed from, the ensemble's once
+    assert kept == (f"-m fairseq_acvi.generation.uncertainty_kept --study {study} --seeds 1 2 "
+                    f"--ensemble ensemble --out-dir {report}")
     assert (report / "seed2" / "measures.json").read_text() == '{"seed": 2}'
     assert (report / "seed1" / "measures.md").read_text() == "# seed 1\n"
 

@@ -42,6 +42,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from fairseq_acvi.data.text_lines import read_text_lines
 from fairseq_acvi.generation.sentence_scores import SCORES
 from fairseq_acvi.metrics.calibration import (auroc, bootstrap_interval,
                                               expected_calibration_error, paired_bootstrap_methods,
@@ -51,7 +52,8 @@ QUALITIES = ("chrf", "bleu")
 CORRELATIONS = {"pearson": pearson, "spearman": rank_correlation}
 TOKEN_SCORES = ("one_minus_confidence", "entropy", "mutual_information",
                 "members_mutual_information")
-_TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s")
+#: fairseq-generate's last log line, the decode's cost
+TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,32 +89,30 @@ def read_decoded(path: str) -> Tuple[Dict[int, dict], dict]:
     """fairseq generate output -> ({id: {"hyp", "scores"}} of each id's first hypothesis (nats
     are not needed: the US- scores stay in bits), cost {"seconds", "sentences", "tokens"} or {})."""
     out, cost = {}, {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            m = _TRANSLATED.search(line)
-            if m:
-                cost = {"sentences": int(m.group(1).replace(",", "")),
-                        "tokens": int(m.group(2).replace(",", "")), "seconds": float(m.group(3))}
-                continue
-            head, _, rest = line.partition("\t")
-            prefix, _, sid = head.partition("-")
-            if not sid.isdigit() or prefix not in ("H", "US"):
-                continue
-            entry = out.setdefault(int(sid), {})
-            if prefix == "H" and "hyp" not in entry:
-                parts = rest.split("\t")
-                entry["hyp"] = parts[1] if len(parts) > 1 else ""
-            elif prefix == "US" and "scores" not in entry:
-                try:
-                    scores = {k: float(v) for k, v in (kv.split("=") for kv in rest.split())}
-                except ValueError:
-                    raise ValueError(f"{path}:{lineno}: a US- line of key=value pairs expected, "
-                                     f"got {rest!r}") from None
-                if list(scores) != list(SCORES):
-                    raise ValueError(f"{path}:{lineno}: US- scores {list(scores)}, expected "
-                                     f"{list(SCORES)}")
-                entry["scores"] = scores
+    for lineno, line in enumerate(read_text_lines(path, newline="lf"), 1):
+        m = TRANSLATED.search(line)
+        if m:
+            cost = {"sentences": int(m.group(1).replace(",", "")),
+                    "tokens": int(m.group(2).replace(",", "")), "seconds": float(m.group(3))}
+            continue
+        head, _, rest = line.partition("\t")
+        prefix, _, sid = head.partition("-")
+        if not sid.isdigit() or prefix not in ("H", "US"):
+            continue
+        entry = out.setdefault(int(sid), {})
+        if prefix == "H" and "hyp" not in entry:
+            parts = rest.split("\t")
+            entry["hyp"] = parts[1] if len(parts) > 1 else ""
+        elif prefix == "US" and "scores" not in entry:
+            try:
+                scores = {k: float(v) for k, v in (kv.split("=") for kv in rest.split())}
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: a US- line of key=value pairs expected, "
+                                 f"got {rest!r}") from None
+            if list(scores) != list(SCORES):
+                raise ValueError(f"{path}:{lineno}: US- scores {list(scores)}, expected "
+                                 f"{list(SCORES)}")
+            entry["scores"] = scores
     missing = [sid for sid, e in out.items() if "scores" not in e or "hyp" not in e]
     if not out or missing:
         raise ValueError(f"{path}: no hypotheses with H- and US- lines (generated with "
@@ -314,8 +314,7 @@ def main(argv=None):
         decoded, cost = {}, {}
         for name, path in decoded_files.items():
             decoded[name], cost[name] = read_decoded(path)
-        with open(args.references, encoding="utf-8") as f:
-            refs = [line.rstrip("\n") for line in f]
+        refs = read_text_lines(args.references, newline="lf")
         report["cost"] = cost
         report["quality_estimation"] = quality_estimation(decoded, refs, args.bootstrap, args.seed)
         if ood_files:

@@ -2,6 +2,7 @@
 (fairseq_acvi.metrics.ngrams), the lead-3 baseline (fairseq_acvi.summ_eval.lead) and the fixed
 test subsets with See et al.'s outputs beside them (data_scripts/cnndm_subset.py).
 """
+import gzip
 import sys
 from pathlib import Path
 
@@ -280,11 +281,11 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"soft={run}/hyp_old.txt",
                              "--keep-outputs", "--out-dir", str(first)]) == 0
     # ours are kept; See et al.'s published outputs are data and stay beside the subset
-    assert sorted(p.name for p in (first / "outputs" / "sub").iterdir()) == ["soft.txt"]
-    kept = first / "outputs" / "sub" / "soft.txt"
-    assert kept.read_text() == (run / "hyp_old.txt").read_text()
+    assert sorted(p.name for p in (first / "outputs" / "sub").iterdir()) == ["soft.txt.gz"]
+    kept = first / "outputs" / "sub" / "soft.txt.gz"
+    assert gzip.decompress(kept.read_bytes()).decode() == (run / "hyp_old.txt").read_text()
     old = json.loads((first / "results.json").read_text())
-    assert old["subsets"]["sub"]["rows"]["soft"]["kept"] == "outputs/sub/soft.txt"
+    assert old["subsets"]["sub"]["rows"]["soft"]["kept"] == "outputs/sub/soft.txt.gz"
     old["date"] = "2026-01-02"
     (first / "results.json").write_text(json.dumps(old))
 
@@ -296,7 +297,7 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
                              "--earlier", str(first / "results.json"), "--keep-outputs",
                              "--coverage-pair", "soft:acvi", "--out-dir", str(second)]) == 0
     # only the summaries scored now are kept (the earlier row's file is gone)
-    assert sorted(p.name for p in (second / "outputs" / "sub").iterdir()) == ["acvi.txt"]
+    assert sorted(p.name for p in (second / "outputs" / "sub").iterdir()) == ["acvi.txt.gz"]
     rep = json.loads((second / "results.json").read_text())["subsets"]["sub"]
     assert list(rep["rows"]) == ["lead-3", "See et al.: pointer_gen", "acvi", "soft"] and rep["missing"] == {}
     see = rep["rows"]["See et al.: pointer_gen"]
@@ -309,9 +310,10 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
 
     # scored again in the same folder from its own kept summaries: they stay, and so do the figures
     again = summ_report.main(["--data", str(data), "--subset", "sub", "--system",
-                              f"acvi={second}/outputs/{{subset}}/acvi.txt", "--keep-outputs",
+                              f"acvi={second}/outputs/{{subset}}/acvi.txt.gz", "--keep-outputs",
                               "--out-dir", str(second)])
-    assert again == 0 and (second / "outputs" / "sub" / "acvi.txt").read_text() == (run / "hyp_new.txt").read_text()
+    kept = (second / "outputs" / "sub" / "acvi.txt.gz").read_bytes()
+    assert again == 0 and gzip.decompress(kept).decode() == (run / "hyp_new.txt").read_text()
     rep2 = json.loads((second / "results.json").read_text())["subsets"]["sub"]
     assert rep2["rows"]["acvi"]["rouge1"] == rep["rows"]["acvi"]["rouge1"]
 
@@ -319,7 +321,7 @@ def test_summ_report_keeps_outputs_and_brings_in_an_earlier_report(tmp_path, cap
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--system", f"a b={run}/hyp_new.txt",
                              "--system", f"a_b={run}/hyp_new.txt", "--keep-outputs",
                              "--out-dir", str(tmp_path / "x")]) == 1
-    assert "'a b' and 'a_b' give the same file name a_b.txt" in capsys.readouterr().err
+    assert "'a b' and 'a_b' give the same file name a_b.txt.gz" in capsys.readouterr().err
     # another set of references: the earlier lead-3 no longer agrees, so its rows are refused
     (data / "sub.summary").write_text("<t> it rained . </t>\n<t> the end . </t>\n", encoding="utf-8")
     assert summ_report.main(["--data", str(data), "--subset", "sub", "--earlier",

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
+import os
 from typing import Dict, List, Sequence
 
 NEWLINES = ("any", "lf")
@@ -62,6 +64,19 @@ def read_bytes(path) -> bytes:
             return f.read()
     except (OSError, EOFError) as e:
         raise ValueError(f"{path}: not a readable gzip file ({e})") from None
+
+
+def write_gzip_text(path: str, lines: List[str]) -> None:
+    """``lines`` (one per line, LF) gzip-compressed into ``path`` with a zero timestamp, so that the
+    same lines always give the same bytes (the outputs kept beside a result page); written to a
+    ``.part`` file first, so that an interrupted write leaves no half file under ``path``."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    tmp = path + ".part"
+    with open(tmp, "wb") as f:
+        f.write(buf.getvalue())
+    os.replace(tmp, path)
 
 
 def read_text_lines(path, newline: str = "any") -> List[str]:

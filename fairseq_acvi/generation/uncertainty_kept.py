@@ -37,9 +37,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from fairseq_acvi.data.text_lines import read_text_lines
+from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
 from fairseq_acvi.generation.uncertainty_measures import TRANSLATED
-from fairseq_acvi.mt_eval.kept_outputs import write_gzip_text
 
 #: the decodes of every method: in domain (test2016, Flickr) and out of domain (COCO)
 SETS = ("test2016", "coco")

@@ -16,13 +16,11 @@ kept file as it is (the package's text readers decompress a ``.gz`` name:
 Runs taken from ``--merge`` have no folder, and keep what their own report kept.
 """
 import glob
-import gzip
-import io
 import os
 import shutil
 from typing import List
 
-from fairseq_acvi.data.text_lines import read_text_lines
+from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
 from fairseq_acvi.mt_eval.logs import ReportError
 
 
@@ -30,17 +28,6 @@ def hypothesis_lines(gen_path: str) -> List[str]:
     """The ``H-`` lines of a fairseq-generate output, in the file's order, without their newline
     (read by :func:`~fairseq_acvi.data.text_lines.read_text_lines`: errors name the file and line)."""
     return [line for line in read_text_lines(gen_path, newline="lf") if line.startswith("H-")]
-
-
-def write_gzip_text(path: str, lines: List[str]) -> None:
-    """``lines`` (one per line, LF) gzip-compressed into ``path``, mtime 0: reproducible bytes."""
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        gz.write("".join(line + "\n" for line in lines).encode("utf-8"))
-    tmp = path + ".part"
-    with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
-    os.replace(tmp, path)
 
 
 def run_output_dir(out_dir: str, run: dict) -> str:

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from typing import Dict, Optional, Sequence, Tuple
 
-from fairseq_acvi.data.text_lines import read_aligned
+from fairseq_acvi.data.text_lines import read_aligned, read_text_lines, write_gzip_text
 from fairseq_acvi.metrics.bootstrap import mean_interval, paired_mean_bootstrap
 from fairseq_acvi.summ_eval.lead import lead
 from fairseq_acvi.summ_eval.scoring import evaluate
@@ -145,10 +144,12 @@ def import_earlier(res: Dict[str, object], subset: str, path: str, earlier: Dict
 
 
 def keep_outputs(out_dir: str, report: Dict[str, object]) -> None:
-    """Copy every scored system's summaries to ``OUT_DIR/outputs/SUBSET/<label as a file name>.txt``
-    and note the copy's path (relative to OUT_DIR) in its row as ``kept``; lead-3, rows of an
-    earlier report and See et al.'s published outputs (data, not ours) are not copied, and a
-    summary read from its kept place (a report scored again in its own folder) stays as it is."""
+    """Keep every scored system's summaries as ``OUT_DIR/outputs/SUBSET/<label as a file
+    name>.txt.gz`` (the lines as scored, gzip-compressed with a zero timestamp; the package's
+    readers decompress a ``.gz`` name) and note the copy's path (relative to OUT_DIR) in its row as
+    ``kept``; lead-3, rows of an earlier report and See et al.'s published outputs (data, not ours)
+    are not copied, and a summary read from its kept place (a report scored again in its own
+    folder) stays as it is."""
     for subset, res in report["subsets"].items():
         dest_dir = os.path.join(out_dir, "outputs", subset)
         taken: Dict[str, str] = {}
@@ -158,13 +159,13 @@ def keep_outputs(out_dir: str, report: Dict[str, object]) -> None:
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "system"
             if slug in taken:
                 raise ValueError(f"--keep-outputs: labels {taken[slug]!r} and {label!r} give the same "
-                                 f"file name {slug}.txt")
+                                 f"file name {slug}.txt.gz")
             taken[slug] = label
             os.makedirs(dest_dir, exist_ok=True)
-            dest = os.path.join(dest_dir, slug + ".txt")
+            dest = os.path.join(dest_dir, slug + ".txt.gz")
             if not (os.path.exists(dest) and os.path.samefile(row["path"], dest)):   # read from here: kept
-                shutil.copyfile(row["path"], dest)
-            row["kept"] = os.path.join("outputs", subset, slug + ".txt")
+                write_gzip_text(dest, read_text_lines(row["path"], newline="lf"))
+            row["kept"] = os.path.join("outputs", subset, slug + ".txt.gz")
 
 
 def coverage_change(rows: Dict[str, Dict], before: str, after: str) -> Optional[Dict[str, float]]:

@@ -452,6 +452,41 @@ def test_small_corpus_defaults_figures():
     doc.assert_ok()
 
 
+# ----------------------------------------------------------------------------------- uncertainty
+def test_uncertainty_study_figures():
+    rel = "uncertainty_study_2026-11-29/uncertainty.json"
+    src = f"docs/results/{rel}"
+    rep = json.loads((RESULTS / rel).read_text(encoding="utf-8"))
+
+    def fig(question, key, method):
+        (f,) = [f for f in rep["questions"][question]["figures"] if f["key"] == key]
+        r = f["methods"][method]
+        return f"{r['mean']:.3f}" if r.get("shared") else f"{r['mean']:.3f} ± {r['std']:.3f}"
+
+    def cost(method):
+        r = rep["cost"][method]["times_single_pass"]
+        return f"{r['mean']:.1f}"
+
+    methods = ("acvi", "soft", "mcdrop", "ensemble")
+    three = ("acvi", "mcdrop", "ensemble")
+    for doc in (Doc(OVERVIEW), Doc(RESULTS / "uncertainty_study_2026-11-29" / "README.md")):
+        doc.check_prose(rf"ECE: ACVI {MS}, `soft` {MS}, MC dropout {MS}, the ensemble {N}",
+                        [fig("tokens", "ece", m) for m in methods], "token ECE", src)
+        doc.check_prose(rf"wrong-token AUROC of I: ACVI {MS}, MC dropout {MS}, the ensemble {N}",
+                        [fig("tokens", "auroc_mutual_information", m) for m in three], "AUROC I", src)
+        doc.check_prose(rf"Pearson correlation of the mean token I with sentence chrF: ACVI {MS}, "
+                        rf"MC dropout {MS}, the ensemble {N}",
+                        [fig("quality_estimation", "mean_mi/chrf/pearson", m) for m in three],
+                        "quality estimation", src)
+        doc.check_prose(rf"AUROC of the mean token I, test2016 against COCO: ACVI {MS}, MC dropout "
+                        rf"{MS}, the ensemble {N}",
+                        [fig("ood_detection", "mean_mi", m) for m in three], "out-of-domain AUROC", src)
+        doc.check_prose(rf"decode times of the study: ACVI {N}×, MC dropout {N}×, the ensemble {N}× "
+                        rf"a single `soft` pass",
+                        [cost(m) for m in three], "cost", src)
+        doc.assert_ok()
+
+
 # ----------------------------------------------------------------------------------- bAbI
 def _babi_best(entry, max_seed, key, task, seeds_from=1):
     """Test accuracy of the run chosen by validation among seeds [seeds_from, max_seed]

@@ -1,7 +1,8 @@
 """A result page keeps what its figures were computed from, so anyone can re-score them: the kept
 test captions of the MSR-VTT captioning page (docs/results/captioning_msrvtt_2026-11-28/captions/),
 scored again against the references rebuilt from the real data, give the CIDEr on the page; the
-kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval; and
+kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval; the
+uncertainty study's kept decodes and token arrays give its seed-1 measures; and
 ``mt_report --keep-outputs`` keeps exactly what re-scoring needs."""
 import gzip
 import json
@@ -20,6 +21,7 @@ from fairseq_acvi.cli import mt_report  # noqa: E402
 from fairseq_acvi.data.text_lines import read_bytes  # noqa: E402
 
 from fairseq_acvi.data.video_features import group_references, read_caption_file  # noqa: E402
+from fairseq_acvi.generation import uncertainty_measures  # noqa: E402
 from fairseq_acvi.metrics.captioning import score_captions  # noqa: E402
 
 PAGE = REPO / "docs" / "results" / "captioning_msrvtt_2026-11-28"
@@ -63,6 +65,45 @@ def test_kept_translations_rescore_to_the_figures_on_their_page(shared_data, tmp
     page = (MT_PAGE.parent / "multi30k_3k_defaults_2026-11-28.md").read_text(encoding="utf-8")
     row = re.search(r"^\| ACVI, the defaults \|.*$", page, re.M).group(0)
     assert f"| {got['bleu_tok']:.2f} |" in row, (got, row)
+
+
+UNC_PAGE = REPO / "docs" / "results" / "uncertainty_study_2026-11-29"
+
+
+def _values(node, path=""):
+    """{path: value} of every point estimate ("value") in a measures.json tree (not the intervals,
+    which depend on the number of resamples)."""
+    out = {}
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "value":
+                out[path] = v
+            elif k != "interval":
+                out.update(_values(v, f"{path}/{k}"))
+    return out
+
+
+def test_kept_uncertainty_outputs_rescore_to_the_measures_on_their_page(shared_data, tmp_path):
+    ref = shared_data / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.de"
+    if not ref.is_file():
+        pytest.skip(f"{ref} is missing")
+    kept = UNC_PAGE / "outputs"
+    args = []
+    for m in ("acvi", "soft", "mcdrop"):
+        args += ["--decoded", f"{m}={kept / 'seed1' / f'{m}_test2016.txt.gz'}",
+                 "--ood", f"{m}={kept / 'seed1' / f'{m}_coco.txt.gz'}",
+                 "--tokens", f"{m}={kept / 'seed1' / f'tokens_{m}.npz'}"]
+    args += ["--decoded", f"ensemble={kept / 'ensemble_test2016.txt.gz'}",
+             "--ood", f"ensemble={kept / 'ensemble_coco.txt.gz'}",
+             "--tokens", f"ensemble={kept / 'ensemble' / 'tokens_ensemble.npz'}"]
+    got = uncertainty_measures.main(args + ["--references", str(ref), "--bootstrap", "2",
+                                            "--out-dir", str(tmp_path)])
+    page = json.loads((UNC_PAGE / "seed1" / "measures.json").read_text(encoding="utf-8"))
+    got_values, page_values = _values(got), _values(page)
+    assert len(page_values) > 100 and got_values.keys() == page_values.keys()
+    for k, v in page_values.items():
+        assert got_values[k] == pytest.approx(v, abs=1e-12, nan_ok=True), k
+    assert got["cost"] == page["cost"]
 
 
 def _run_folder(folder, with_gen=True):

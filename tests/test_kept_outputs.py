@@ -22,6 +22,7 @@ from fairseq_acvi.data.text_lines import read_bytes  # noqa: E402
 
 from fairseq_acvi.data.video_features import group_references, read_caption_file  # noqa: E402
 from fairseq_acvi.generation import uncertainty_measures  # noqa: E402
+from fairseq_acvi.generation.uncertainty_kept import measures_args  # noqa: E402
 from fairseq_acvi.metrics.captioning import score_captions  # noqa: E402
 
 PAGE = REPO / "docs" / "results" / "captioning_msrvtt_2026-11-28"
@@ -87,15 +88,7 @@ def test_kept_uncertainty_outputs_rescore_to_the_measures_on_their_page(shared_d
     ref = shared_data / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.de"
     if not ref.is_file():
         pytest.skip(f"{ref} is missing")
-    kept = UNC_PAGE / "outputs"
-    args = []
-    for m in ("acvi", "soft", "mcdrop"):
-        args += ["--decoded", f"{m}={kept / 'seed1' / f'{m}_test2016.txt.gz'}",
-                 "--ood", f"{m}={kept / 'seed1' / f'{m}_coco.txt.gz'}",
-                 "--tokens", f"{m}={kept / 'seed1' / f'tokens_{m}.npz'}"]
-    args += ["--decoded", f"ensemble={kept / 'ensemble_test2016.txt.gz'}",
-             "--ood", f"ensemble={kept / 'ensemble_coco.txt.gz'}",
-             "--tokens", f"ensemble={kept / 'ensemble' / 'tokens_ensemble.npz'}"]
+    args = measures_args(str(UNC_PAGE / "outputs"), 1, ["acvi", "soft", "mcdrop"], "ensemble")
     got = uncertainty_measures.main(args + ["--references", str(ref), "--bootstrap", "2",
                                             "--out-dir", str(tmp_path)])
     page = json.loads((UNC_PAGE / "seed1" / "measures.json").read_text(encoding="utf-8"))

@@ -42,15 +42,18 @@ def _study(root, seeds=(1, 2), ensemble_equal=True):
     _generate_file(root / "ensemble_coco.txt", HYPS[:4], [0.3] * 4, [-5.0] * 4, seconds=4.0)
 
 
-def _measures(decode_dir, token_dir, ensemble_decodes, ensemble_tokens, refs, out, gz=""):
+def _study_args(study, seed):
+    """The measures' options on the study's own files (the recipe's measures stage)."""
+    d = study / f"seed{seed}"
     args = []
-    for m in METHODS:
-        args += ["--decoded", f"{m}={decode_dir / f'{m}_test2016.txt{gz}'}",
-                 "--ood", f"{m}={decode_dir / f'{m}_coco.txt{gz}'}",
-                 "--tokens", f"{m}={token_dir / f'tokens_{m}.npz'}"]
-    args += ["--decoded", f"ensemble={ensemble_decodes / f'ensemble_test2016.txt{gz}'}",
-             "--ood", f"ensemble={ensemble_decodes / f'ensemble_coco.txt{gz}'}",
-             "--tokens", f"ensemble={ensemble_tokens}"]
+    for m in METHODS + ("ensemble",):
+        where = study if m == "ensemble" else d
+        args += ["--decoded", f"{m}={where / f'{m}_test2016.txt'}", "--ood", f"{m}={where / f'{m}_coco.txt'}",
+                 "--tokens", f"{m}={d / 'calibration' / f'tokens_{m}.npz'}"]
+    return args
+
+
+def _measures(args, refs, out):
     return um.main(args + ["--references", str(refs), "--bootstrap", "50", "--out-dir", str(out)])
 
 
@@ -63,11 +66,8 @@ def test_the_kept_files_give_the_same_measures(tmp_path):
                     "--out-dir", str(page)]) == 0
     kept = page / "outputs"
     for s in (1, 2):
-        d = study / f"seed{s}"
-        a = _measures(d, d / "calibration", study, d / "calibration" / "tokens_ensemble.npz", refs,
-                      tmp_path / f"a{s}")
-        b = _measures(kept / f"seed{s}", kept / f"seed{s}", kept,
-                      kept / "ensemble" / "tokens_ensemble.npz", refs, tmp_path / f"b{s}", gz=".gz")
+        a = _measures(_study_args(study, s), refs, tmp_path / f"a{s}")
+        b = _measures(uk.measures_args(str(kept), s, list(METHODS), "ensemble"), refs, tmp_path / f"b{s}")
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
         assert a["tokens"]["auroc_mutual_information"]["acvi"] is not None    # a real comparison
         assert a["cost"]["mcdrop"]["seconds"] == 4.0
@@ -92,6 +92,8 @@ def test_an_ensemble_that_differs_between_seeds_is_kept_per_seed(tmp_path):
     assert (kept / "seed2" / "tokens_ensemble.npz").is_file()
     assert not (kept / "ensemble").exists()
     assert len(written) == 2 * (3 * 3) + 2 + 2      # per seed 3 methods × (2 decodes + tokens)
+    args = uk.measures_args(str(kept), 2, list(METHODS), "ensemble")
+    assert args[-1] == f"ensemble={kept / 'seed2' / 'tokens_ensemble.npz'}"
 
 
 def test_a_missing_input_is_named_and_nothing_is_written(tmp_path, capsys):

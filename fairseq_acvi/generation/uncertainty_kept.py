@@ -26,7 +26,8 @@ From ``STUDY/seed<N>/<method>_{test2016,coco}.txt`` (``fairseq_acvi.cli.generate
   samples is deterministic), else one per seed.
 
 ``uncertainty_measures`` reads the kept files as they are (a ``.gz`` name is decompressed) and gives
-each seed's ``measures.json`` figures again. A missing file raises ``FileNotFoundError`` naming it,
+each seed's ``measures.json`` figures again; :func:`measures_args` writes its options for one kept
+seed. A missing file raises ``FileNotFoundError`` naming it,
 before anything is written.
 """
 import argparse
@@ -123,6 +124,27 @@ def keep_study_outputs(study: str, seeds: List[int], methods: List[str], out_dir
             _write_npz(path, a)
             written.append(path)
     return written
+
+
+def measures_args(outputs: str, seed: int, methods: List[str], ensemble: str = "") -> List[str]:
+    """The ``uncertainty_measures`` options (``--decoded``, ``--ood``, ``--tokens``) that score seed
+    ``seed`` from a kept ``outputs/`` folder, the methods in ``methods`` order then the ensemble;
+    ``--references`` and ``--out-dir`` are the caller's."""
+    def path(*parts):
+        return os.path.join(outputs, *parts)
+
+    sets = [(m, path(f"seed{seed}", f"{m}_{{}}.txt.gz"), path(f"seed{seed}", f"tokens_{m}.npz"))
+            for m in methods]
+    if ensemble:
+        tokens = path(ensemble, f"tokens_{ensemble}.npz")
+        if not os.path.isfile(tokens):                       # kept per seed: members differed
+            tokens = path(f"seed{seed}", f"tokens_{ensemble}.npz")
+        sets.append((ensemble, path(f"{ensemble}_{{}}.txt.gz"), tokens))
+    args = []
+    for name, decode, tokens in sets:
+        args += ["--decoded", f"{name}={decode.format(SETS[0])}", "--ood",
+                 f"{name}={decode.format(SETS[1])}", "--tokens", f"{name}={tokens}"]
+    return args
 
 
 def main(argv=None) -> int:

@@ -27,8 +27,7 @@ From ``STUDY/seed<N>/<method>_{test2016,coco}.txt`` (``fairseq_acvi.cli.generate
 
 ``uncertainty_measures`` reads the kept files as they are (a ``.gz`` name is decompressed) and gives
 each seed's ``measures.json`` figures again; :func:`measures_args` writes its options for one kept
-seed. A missing file raises ``FileNotFoundError`` naming it,
-before anything is written.
+seed. A missing file raises ``FileNotFoundError`` naming it, before anything is written.
 """
 import argparse
 import io

@@ -66,17 +66,23 @@ def read_bytes(path) -> bytes:
         raise ValueError(f"{path}: not a readable gzip file ({e})") from None
 
 
+def write_bytes_whole(path: str, data: bytes) -> None:
+    """``data`` into ``path`` through a ``.part`` file renamed over it, so that an interrupted
+    write leaves no half file under ``path``."""
+    tmp = path + ".part"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 def write_gzip_text(path: str, lines: List[str]) -> None:
     """``lines`` (one per line, LF) gzip-compressed into ``path`` with a zero timestamp, so that the
-    same lines always give the same bytes (the outputs kept beside a result page); written to a
-    ``.part`` file first, so that an interrupted write leaves no half file under ``path``."""
+    same lines always give the same bytes (the outputs kept beside a result page), written whole
+    (:func:`write_bytes_whole`)."""
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
         gz.write("".join(line + "\n" for line in lines).encode("utf-8"))
-    tmp = path + ".part"
-    with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
-    os.replace(tmp, path)
+    write_bytes_whole(path, buf.getvalue())
 
 
 def read_text_lines(path, newline: str = "any") -> List[str]:

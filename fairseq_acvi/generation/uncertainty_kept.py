@@ -37,7 +37,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
+from fairseq_acvi.data.text_lines import read_text_lines, write_bytes_whole, write_gzip_text
 from fairseq_acvi.generation.uncertainty_measures import TRANSLATED
 
 #: the decodes of every method: in domain (test2016, Flickr) and out of domain (COCO)
@@ -69,10 +69,7 @@ def measured_tokens(path: str) -> Dict[str, np.ndarray]:
 def _write_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
-    tmp = path + ".part"
-    with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
-    os.replace(tmp, path)
+    write_bytes_whole(path, buf.getvalue())
 
 
 def _same(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray]) -> bool:

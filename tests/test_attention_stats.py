@@ -102,3 +102,16 @@ def test_command_line_decodes_a_checkpoint(tmp_path, capsys):
     assert stats["zero_fraction"] == zeros / total
     assert stats["rep"] == rep_score([r["hypothesis"] for r in recs],
                                      [r["reference"] for r in recs])["rep"]
+    # the same checkpoint decoded with a tighter fertility, 0.4 (--model-overrides): every word's
+    # total attention now stays ≤ 0.4, where fertility 1 let some word take more
+    def most(records):
+        return max(sum(row[j] for row in r["attn"]) for r in records for j in range(len(r["source"]) - 1))
+    assert most(recs) > 0.4 + 1e-3
+    assert main(["--data", str(data), "--path", str(tmp_path / "checkpoint_best.pt"), "--subset",
+                 "test", "--beam", "2", "--max-len-b", "10", "--out", str(tmp_path / "d.json"),
+                 "--records-out", str(tmp_path / "d_r.json"),
+                 "--model-overrides", "{'attention_fertility_value': 0.4}"]) == 0
+    assert most(json.loads((tmp_path / "d_r.json").read_text())["sentences"]) <= 0.4 + 1e-5
+    with pytest.raises(SystemExit, match="--model-overrides"):
+        main(["--data", str(data), "--path", str(tmp_path / "checkpoint_best.pt"),
+              "--model-overrides", "attention_normalizer=softmax"])

@@ -28,13 +28,15 @@ checkpoint decoded here over a whole subset::
     python -m fairseq_acvi.metrics.attention_stats --data data-bin/multi30k --path ckpt.pt \\
         --subset test --beam 5 --post-process sentencepiece --out stats.json
 
-prints (and with ``--out`` writes) one JSON object: ``zero_fraction``, ``rep``, ``rep_per_100``,
+``--model-overrides "{'attention_normalizer': 'sparsemax'}"`` decodes a trained model with another
+normaliser (no retraining). It prints (and with ``--out`` writes) one JSON object: ``zero_fraction``, ``rep``, ``rep_per_100``,
 ``drop_attn`` (percent), the counts behind them and, with ``--src-ref-align`` /
 ``--src-hyp-align``, ``drop``.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from collections import Counter
@@ -153,17 +155,21 @@ def summarize(records: Sequence[Dict], refs: Optional[Sequence[Sequence[str]]] =
 
 
 def decode_records(data: str, path: str, subset: str, beam: int, max_len_a: float,
-                   max_len_b: int, post_process: Optional[str]) -> List[Dict]:
+                   max_len_b: int, post_process: Optional[str],
+                   overrides: Optional[Dict] = None) -> List[Dict]:
     """Decode every sentence of ``subset`` with fairseq's beam search and read the best hypothesis
     teacher-forced (:func:`fairseq_acvi.cli.attention_pictures.pictures_data`); add the
     reference; with ``post_process`` (``sentencepiece``, ``subword_nmt``) hypothesis and reference
-    are detokenised into words for REP (the attention stays over pieces)."""
+    are detokenised into words for REP (the attention stays over pieces). ``overrides``: model
+    options that replace the checkpoint's (fairseq's ``--model-overrides``, e.g. another
+    ``attention_normalizer`` for a trained model)."""
     from fairseq import checkpoint_utils
     from fairseq.data.data_utils import post_process as fairseq_post_process
 
     from fairseq_acvi.cli.attention_pictures import pictures_data, subset_name
 
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [path], arg_overrides={**(overrides or {}), "data": data})
     model = models[0].eval()
     name = subset_name(data, subset)
     task.load_dataset(name)
@@ -191,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len-a", type=float, default=0.0)
     p.add_argument("--max-len-b", type=int, default=200)
     p.add_argument("--post-process", default=None, help="sentencepiece or subword_nmt (REP on words)")
+    p.add_argument("--model-overrides", default=None, metavar="DICT",
+                   help="with --path: model options replacing the checkpoint's, a Python dict as "
+                        "fairseq-generate's (e.g. \"{'attention_normalizer': 'sparsemax'}\")")
     p.add_argument("--threshold", type=float, default=0.5, help="DROP-attn threshold (default 0.5)")
     p.add_argument("--src-ref-align", help="Pharaoh alignments source-reference (DROP)")
     p.add_argument("--src-hyp-align", help="Pharaoh alignments source-hypothesis (DROP)")
@@ -202,6 +211,19 @@ def build_parser() -> argparse.ArgumentParser:
 def _lines(path: str) -> List[str]:
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
+
+
+def _overrides(text: Optional[str]) -> Dict:
+    """``--model-overrides``: a Python dict literal, or an error naming the option."""
+    if not text:
+        return {}
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError) as err:
+        raise SystemExit(f"--model-overrides: not a Python dict literal ({err}): {text!r}")
+    if not isinstance(value, dict):
+        raise SystemExit(f"--model-overrides: expected a dict, got {type(value).__name__}: {text!r}")
+    return value
 
 
 def main(argv=None) -> int:
@@ -221,7 +243,7 @@ def main(argv=None) -> int:
         if not args.data:
             raise SystemExit("--path needs --data")
         records = decode_records(args.data, args.path, args.subset, args.beam, args.max_len_a,
-                                 args.max_len_b, args.post_process)
+                                 args.max_len_b, args.post_process, _overrides(args.model_overrides))
         refs = None
         for r in records:   # REP on words: the pieces stay under hypothesis_pieces
             r["hypothesis_pieces"], r["hypothesis"] = r["hypothesis"], r.pop("hypothesis_words")

@@ -487,6 +487,117 @@ def test_uncertainty_study_figures():
         doc.assert_ok()
 
 
+def _interval(paired):
+    return f"{signed(paired['delta'])} [{signed(paired['low'])}, {signed(paired['high'])}]"
+
+
+def test_sparse_attention_training_figures():
+    """docs/results/sparse_attention_training_2026-11-29: the decode-time swap, the score scale and
+    the early dynamics, from the page's JSON files; its headline in BENCHMARKS, the overview and
+    the guide."""
+    page = RESULTS / "sparse_attention_training_2026-11-29"
+    src = "docs/results/sparse_attention_training_2026-11-29"
+
+    def load(rel):
+        return json.loads((page / rel).read_text(encoding="utf-8"))
+
+    doc = Doc(page / "README.md")
+    cap = "Tokenised BLEU; Δ against the run's own softmax decode"
+    soft = {s: load(f"posthoc/softmax_seed{s}_bleu.json")["bleu_tok"] for s in (1, 2, 3)}
+    swap = {(s, n): load(f"posthoc/seed{s}_{n}_bleu.json") for s in (1, 2, 3)
+            for n in ("sparsemax", "entmax15")}
+    for s in (1, 2, 3):
+        doc.check_row(cap, str(s), {1: f2(soft[s]), 2: f2(swap[s, "sparsemax"]["bleu_tok"]),
+                                    3: _interval(swap[s, "sparsemax"]["paired"]),
+                                    4: f2(swap[s, "entmax15"]["bleu_tok"]),
+                                    5: _interval(swap[s, "entmax15"]["paired"])}, src)
+    mean_delta = {n: statistics.mean(swap[s, n]["paired"]["delta"] for s in (1, 2, 3))
+                  for n in ("sparsemax", "entmax15")}
+    doc.check_row(cap, "mean", {1: f2(statistics.mean(soft.values())),
+                                2: f"{f2(statistics.mean(swap[s, 'sparsemax']['bleu_tok'] for s in (1, 2, 3)))}"
+                                   f" ({f2(mean_delta['sparsemax'])})",
+                                4: f"{f2(statistics.mean(swap[s, 'entmax15']['bleu_tok'] for s in (1, 2, 3)))}"
+                                   f" ({f2(mean_delta['entmax15'])})"}, src)
+    trained = load("posthoc/sparsemax_trained_seed1_bleu.json")
+    doc.check_prose(rf"\*\*Trained with sparsemax\*\* \(seed 1\): {N}, ({NN} \[{NN}, {NN}\])",
+                    [f2(trained["bleu_tok"]), _interval(trained["paired"])], "trained sparsemax", src)
+
+    final = load("final.json")
+    by_name = {"fresh": final["fresh"]}
+    for path, stats in final["checkpoints"].items():
+        by_name["sparsemax, trained" if "sparsemax" in path else "softmax, trained"] = stats
+    for label, st in by_name.items():
+        doc.check_row("where each model sits", label, {
+            1: f"{st['score_std_median']:.3f}" if label == "fresh" else f"{st['score_std_median']:.1f}",
+            2: f"{st['top_gap_median']:.3f}" if label == "fresh" else f"{st['top_gap_median']:.1f}",
+            3: f"{st['sparsemax_support_mean']:.2f}", 4: f"{100 * st['support1_fraction']:.0f} %",
+            5: f"{st['softmax_max_mean']:.2f}"}, src)
+    g = final["grad_at_init"]
+    doc.check_prose(rf"gradient is {N}× softmax's under sparsemax and {N}× under 1.5-entmax",
+                    [f"{g['sparsemax']['scorer_ratio_to_softmax']:.1f}",
+                     f"{g['entmax15']['scorer_ratio_to_softmax']:.1f}"], "gradient at init", src)
+
+    early = {n: list(load(f"early_{n}.json")["checkpoints"].values()) for n in ("softmax", "sparsemax")}
+    for i, updates in enumerate((30, 60, 90, 120, 150, 180)):
+        cells = {}
+        for col, n in ((1, "softmax"), (2, "sparsemax")):
+            st = early[n][i]
+            cells[col] = (f"{st['score_std_median']:.1f} / {100 * st['support1_fraction']:.0f} % / "
+                          f"{st['softmax_max_mean']:.2f}")
+        doc.check_row("The first 180 updates of both", str(updates), cells, src)
+    ppl = load("valid_ppl.json")
+    tables = [rows for c, rows in doc.tables if "Validation perplexity per epoch" in c]
+    assert len(tables) == 1, "the perplexity table"
+    head, *rows = tables[0]
+    for r in rows:
+        if r[0] in ("softmax", "sparsemax"):
+            for ep, cell in zip(head[1:], r[1:]):
+                v = ppl[r[0]]["valid_ppl"][ep]
+                want = f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+                if norm(cell) != want:
+                    doc.fail(f"{r[0]} ppl epoch {ep}", f"reads {cell!r}, {src}/valid_ppl.json gives {want!r}")
+
+    stats_files = {"softmax": "stats_softmax", "softmax, decoded with sparsemax": "stats_softmax_decoded_sparsemax",
+                   "softmax, decoded with 1.5-entmax": "stats_softmax_decoded_entmax15",
+                   "sparsemax, trained": "stats_sparsemax_trained"}
+    tables = [rows for c, rows in doc.tables if "The attention of greedy decodes of seed 1" in c]
+    assert len(tables) == 1, "the attention statistics table"
+    seen = set()
+    for r in tables[0][1:]:
+        st = load(f"posthoc/{stats_files[r[0]]}.json")
+        want = [f"{100 * st['zero_fraction']:.1f}", f"{st['rep_per_100']:.2f}", f"{st['drop_attn']:.1f}"]
+        if [norm(c) for c in r[1:4]] != want:
+            doc.fail(f"attention statistics of {r[0]!r}", f"read {r[1:4]}, {src} gives {want}")
+        seen.add(r[0])
+    assert seen == set(stats_files), seen
+
+    sp = mean_delta["sparsemax"]
+    en = mean_delta["entmax15"]
+    one_word = f"{100 * by_name['sparsemax, trained']['support1_fraction']:.0f}"
+    bench = Doc(BENCH)
+    bench.check_prose(rf"behind softmax\. The softmax models of seeds 1-3, decoded with sparsemax \(or 1\.5-entmax\) in "
+                      rf"place of softmax and not retrained, lose nothing: Δ {N} \({N}\)", [f2(sp), f2(en)],
+                      "decode-time swap", src)
+    bench.check_prose(rf"is {N} valid BLEU \[{N}, {N}\] behind softmax",
+                      [signed(trained["paired"]["delta"]), signed(trained["paired"]["low"]),
+                       signed(trained["paired"]["high"])], "trained sparsemax", src)
+    bench.check_prose(rf"Trained, {N} % of the sparsemax model's steps attend to one word", [one_word],
+                      "one-word steps", src)
+    ov = Doc(OVERVIEW)
+    ov.check_prose(rf"costs {N} and {N} on average", [f2(sp), f2(en)], "decode-time swap", src)
+    ov.check_prose(rf"is {N} valid BLEU behind softmax \(\[{N}, {N}\]\)",
+                   [f2(-trained["paired"]["delta"]), signed(trained["paired"]["low"]),
+                    signed(trained["paired"]["high"])], "trained sparsemax", src)
+    ov.check_prose(rf"Trained, {N} % of the sparsemax model's steps attend to one word", [one_word],
+                   "one-word steps", src)
+    zeros = load("posthoc/stats_softmax_decoded_sparsemax.json")["zero_fraction"]
+    guide = Doc(GUIDE)
+    guide.check_prose(rf"gives sparse attention \({N} % exact zeros\) at softmax's BLEU",
+                      [f"{100 * zeros:.0f}"], "zeros of the swap", src)
+    for d in (doc, bench, ov, guide):
+        d.assert_ok()
+
+
 # ----------------------------------------------------------------------------------- bAbI
 def _babi_best(entry, max_seed, key, task, seeds_from=1):
     """Test accuracy of the run chosen by validation among seeds [seeds_from, max_seed]

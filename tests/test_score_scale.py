@@ -98,3 +98,27 @@ def test_experiment_script_on_a_trained_checkpoint(tmp_path):
     assert g["batches"] >= 1
     assert g["sparsemax"]["scorer_ratio_to_softmax"] > 1.5
     assert g["softmax"]["total_grad_norm"] > 0
+
+
+def test_sparse_attention_training_script_refuses_bad_settings(tmp_path):
+    """experiments/sparse_attention_training.sh: unset folders and a missing data-bin are errors
+    naming the setting, before anything runs."""
+    import os
+    import subprocess
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    script = str(repo / "experiments" / "sparse_attention_training.sh")
+
+    def run(**env):
+        return subprocess.run(["bash", script], cwd=repo, capture_output=True, text=True,
+                              env={**os.environ, **env}, timeout=60)
+
+    r = run(OUT=str(tmp_path / "out"))
+    assert r.returncode != 0 and "SOFTMAX_RUNS" in r.stderr
+    r = run(SOFTMAX_RUNS=str(tmp_path), OUT=str(tmp_path / "out"), DATA_BIN=str(tmp_path / "nope"))
+    assert r.returncode == 2 and "no Multi30K data-bin" in r.stderr and str(tmp_path / "nope") in r.stderr
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "dict.en.txt").write_text("a 1\n")
+    r = run(SOFTMAX_RUNS=str(tmp_path / "runs"), OUT=str(tmp_path / "out"), DATA_BIN=str(tmp_path / "bin"),
+            STAGES="posthoc", SEEDS="1")
+    assert r.returncode == 2 and "soft_seed1/checkpoint_best.pt: missing" in r.stderr

@@ -2,7 +2,8 @@
 # Sparse and constrained attention (docs/method.md §3.5) on real data, sized for a CPU: Multi30K En->De,
 # per normaliser and seed recipes/mt_multi30k.sh (train, BLEU), then attention statistics (exact zeros,
 # REP, DROP-attn) and pictures on test2016; optionally CNN/DM pointer-generator runs (ROUGE, repeated
-# trigrams) with and without coverage. From the repository root:
+# trigrams) with and without coverage; and the softmax models decoded with sparsemax / 1.5-entmax in
+# place of softmax (DECODE_SWAP, no retraining). From the repository root:
 #   NORMALIZERS="softmax sparsemax entmax15 csparsemax" SEEDS="1 2 3" bash recipes/mt_normalizers.sh
 # Every variable, the outputs and the cost: docs/recipes/mt_normalizers.md
 set -euo pipefail
@@ -27,6 +28,7 @@ CNNDM_ARGS="${CNNDM_ARGS:-}"
 REPORT_DIR="${REPORT_DIR:-}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
 SOFTMAX_FROM="${SOFTMAX_FROM:-}"
+DECODE_SWAP="${DECODE_SWAP-sparsemax entmax15}"
 PYTHON="${PYTHON:-python}"
 source "$(dirname "$0")/lib_check.sh"
 
@@ -40,6 +42,7 @@ check_int_list PICTURE_IDS
 check_choice CNNDM 0 1
 check_int_list SEEDS
 check_choice REPORT_ONLY 0 1
+[[ -n "$DECODE_SWAP" ]] && check_choice_list DECODE_SWAP ' ' sparsemax entmax15 csoftmax csparsemax
 if [[ "$REPORT_ONLY" == "1" && -z "$REPORT_DIR" ]]; then
   echo "[recipe] error: REPORT_DIR must be a folder with REPORT_ONLY=1, got ''" >&2; exit 2
 fi
@@ -69,7 +72,7 @@ for item in $CNNDM_RUNS; do
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
   STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
-  CNNDM_SUBSET CNNDM_ARGS PYTHON
+  CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP PYTHON
 
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
@@ -104,6 +107,31 @@ for NORM in $NORMALIZERS; do
       --subset "$STATS_SPLIT" --ids $PICTURE_IDS --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
       --out-dir "$RUN/pictures"
     echo "[recipe] attention statistics: $RUN/attention_stats_$STATS_SPLIT.json"
+  done
+done
+
+# the softmax models decoded with each DECODE_SWAP normaliser in place of softmax, no retraining
+# (folders <context>-softmax-decoded-<N>_seed<S>; the report's "decoding only" rows)
+for N in $DECODE_SWAP; do
+  [[ "$REPORT_ONLY" == "1" ]] && break
+  TAGN="softmax-decoded-$N"
+  for SEED in $SEEDS; do
+    RUN="$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
+    "$PYTHON" -m fairseq_acvi.mt_eval.reuse_run "$RUNS/$PAIR/${CONTEXT}-softmax_seed$SEED" "$RUN" \
+      --tag "$TAGN" --decode-normalizer "$N" --context "$CONTEXT" \
+      --max-epoch "${MAX_EPOCH:-12}" --patience "${PATIENCE:-3}"
+  done
+  # no spaces in the dict: GEN_ARGS is split on spaces
+  CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$TAGN" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
+    PYTHON="$PYTHON" ABLATE=0 TRAIN=0 SKIP_DONE=1 \
+    GEN_ARGS="${GEN_ARGS:---max-len-a 2 --max-len-b 10} --model-overrides {'attention_normalizer':'$N'}" \
+    bash "$(dirname "$0")/mt_multi30k.sh"
+  for SEED in $SEEDS; do
+    RUN="$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
+    "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
+      --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
+      --model-overrides "{'attention_normalizer': '$N'}" \
+      --records-out "$RUN/attention_$STATS_SPLIT.json" --out "$RUN/attention_stats_$STATS_SPLIT.json"
   done
 done
 

@@ -105,7 +105,8 @@ def test_a_bad_report_setting_stops_the_recipe_before_any_work(tmp_path, given, 
 def test_softmax_from_reuses_the_runs_and_trains_nothing_for_softmax(tmp_path):
     (tmp_path / "sf").mkdir()
     proc, marker, _ = _run({"SOFTMAX_FROM": str(tmp_path / "sf"), "NORMALIZERS": "softmax",
-                            "SEEDS": "1 2", "MAX_EPOCH": "20", "PATIENCE": "0"}, tmp_path)
+                            "SEEDS": "1 2", "MAX_EPOCH": "20", "PATIENCE": "0", "DECODE_SWAP": ""},
+                           tmp_path)
     assert proc.returncode == 0, proc.stderr
     calls = marker.read_text().splitlines()
     reuse = [c for c in calls if "reuse_run" in c]
@@ -136,10 +137,51 @@ def test_cnndm_args_reach_the_cnndm_trainings_only(tmp_path):
     (data / "test.article").write_text("a\n")
     proc, marker, _ = _run({"REPORT_ONLY": "0", "CNNDM": "1", "CNNDM_DATA": str(data),
                             "NORMALIZERS": "softmax", "SEEDS": "1",
-                            "SOFTMAX_FROM": str(tmp_path), "CNNDM_RUNS": "csparsemax:0",
+                            "SOFTMAX_FROM": str(tmp_path), "CNNDM_RUNS": "csparsemax:0", "DECODE_SWAP": "",
                             "CNNDM_ARGS": "--compile-decoder-step inductor"}, tmp_path)
     calls = marker.read_text().splitlines()
     trains = [c for c in calls if c.startswith("-m fairseq_cli.train")]
     assert trains and all("--attention-normalizer csparsemax" in c
                           and c.endswith("--compile-decoder-step inductor") for c in trains), calls
     assert not any("compile-decoder-step" in c for c in calls if "reuse_run" in c)
+
+
+# -- DECODE_SWAP: the softmax models decoded with another normaliser ---------------------------------
+def test_decode_swap_decodes_the_softmax_models_with_overrides_and_trains_nothing(tmp_path):
+    marker = tmp_path / "STARTED"
+    fake = tmp_path / "fake_python"
+    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    run = work / "runs" / "normalizers" / "en_de" / "soft-softmax-decoded-sparsemax_seed1"
+    run.mkdir(parents=True)
+    (run / "checkpoint_best.pt").write_bytes(b"w")      # what reuse_run links (not run here)
+    data = work / "data-bin" / "multi30k_en_de"
+    data.mkdir(parents=True)
+    (data / "dict.en.txt").write_text("a 1\n")
+    (data / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}')
+    (tmp_path / "sf").mkdir()
+    env = dict(os.environ, PYTHON=str(fake), SOFTMAX_FROM=str(tmp_path / "sf"), NORMALIZERS="softmax",
+               SEEDS="1", MAX_EPOCH="20", PATIENCE="0", DECODE_SWAP="sparsemax")
+    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    calls = marker.read_text().splitlines()
+    assert not any("fairseq_cli.train" in c for c in calls)
+    swap = [c for c in calls if "--decode-normalizer" in c]
+    assert swap == ["-m fairseq_acvi.mt_eval.reuse_run runs/normalizers/en_de/soft-softmax_seed1 "
+                    "runs/normalizers/en_de/soft-softmax-decoded-sparsemax_seed1 --tag "
+                    "softmax-decoded-sparsemax --decode-normalizer sparsemax --context soft "
+                    "--max-epoch 20 --patience 0"]
+    gens = [c for c in calls if "fairseq_cli.generate" in c]
+    assert len(gens) == 3 and all("soft-softmax-decoded-sparsemax_seed1/checkpoint_best.pt" in c
+                                  and c.endswith("--model-overrides {'attention_normalizer':'sparsemax'}")
+                                  for c in gens), gens
+    stats = [c for c in calls if "attention_stats" in c and "decoded" in c]
+    assert len(stats) == 1 and "--model-overrides {'attention_normalizer': 'sparsemax'}" in stats[0]
+
+
+def test_a_bad_decode_swap_stops_the_recipe(tmp_path):
+    proc, marker, work = _run({"DECODE_SWAP": "sparse"}, tmp_path)
+    assert proc.returncode == 2 and "DECODE_SWAP must be" in proc.stderr
+    assert not marker.exists()

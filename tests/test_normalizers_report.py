@@ -345,3 +345,36 @@ def test_a_malformed_cnndm_scores_file_is_an_error(fake, capsys):
     bad.write_text('{"rouge1": 30')
     err = _fails(fake, capsys, "--cnndm", str(cnndm))
     assert str(bad) in err and "not valid JSON" in err
+
+
+def test_decoding_only_rows_are_compared_but_never_stand_for_the_normaliser(fake):
+    """A softmax model decoded with entmax15 (run.json decode_normalizer) gets its own row, after
+    the trained entmax15 row, marked "decoding only" and paired with softmax; the entmax15 target
+    still reads the trained runs, and with those gone it is not measured rather than met."""
+    rng = random.Random(5)
+    refs = fake["ref_lines"]
+    for seed in (1, 2, 3):
+        hyps = {s: corrupt(refs[s], RATES["softmax"], seed * 10 + i) for i, s in enumerate(SPLITS)}
+        b = BLEU16["softmax"][seed - 1]     # the softmax model's BLEU: within 0.5 of softmax
+        run = make_run(fake["root"].parent, "softmax-decoded-entmax15", seed,
+                       {"valid": (b + 1, b), "test2016": (b, b - 1), "test2017": (b - 2, b - 3)},
+                       (0.9, 4.0 + rng.random(), 10.0), hyps)
+        meta = json.loads((run / "run.json").read_text())
+        meta.update(extra_train_args="", decode_normalizer="entmax15")
+        (run / "run.json").write_text(json.dumps(meta))
+    table = _table(fake)
+    labels = [(r["normalizer"], r["decoded_only"]) for r in table["rows"]]
+    assert labels == [("softmax", False), ("sparsemax", False), ("entmax15", False),
+                      ("entmax15", True), ("csparsemax", False)]
+    swap = table["rows"][3]
+    assert swap["variant"] == "soft-softmax-decoded-entmax15" and swap["base"] == "soft-softmax"
+    assert swap["paired_mean"]["test2016"]["mean"] == pytest.approx(0.0)
+    assert swap["paired_mean"]["zero_fraction"]["mean"] == pytest.approx(0.9)
+    verdicts = {v["normalizer"]: v for v in table["verdicts"]}
+    assert verdicts["entmax15"]["status"] == "not met"          # the trained runs, as before
+    text = markdown(table)
+    assert "| 1.5-entmax (decoding only) | soft-softmax-decoded-entmax15 | 1, 2, 3 (3) |" in text
+    for seed in (1, 2, 3):
+        shutil.rmtree(fake["root"] / f"soft-entmax15_seed{seed}")
+    verdicts = {v["normalizer"]: v for v in _table(fake)["verdicts"]}
+    assert verdicts["entmax15"]["status"] == "not measured"

@@ -74,3 +74,29 @@ def test_an_unfinished_run_and_an_occupied_destination_are_refused(tmp_path, cap
     (src / "run.json").write_text("{")
     with pytest.raises(R.ReuseError, match="run.json: not valid JSON"):
         R.reuse(str(src), str(tmp_path / "third"), "softmax", "soft", 20, 0)
+
+
+def test_decode_normalizer_makes_a_folder_to_decode_again(tmp_path):
+    """--decode-normalizer: the softmax model (even one counted under the tag softmax) becomes the
+    folder of its decodes with another normaliser: train.log and the checkpoint link only, the
+    normaliser recorded; a source trained with another normaliser, or an unknown name, is refused."""
+    src = _finished(tmp_path / "normalizers" / "soft-softmax_seed2", tag="softmax")
+    dst = tmp_path / "normalizers" / "soft-softmax-decoded-sparsemax_seed2"
+    assert R.main([str(src), str(dst), "--tag", "softmax-decoded-sparsemax", "--max-epoch", "20",
+                   "--patience", "0", "--decode-normalizer", "sparsemax"]) == 0
+    meta = json.loads((dst / "run.json").read_text())
+    assert meta["decode_normalizer"] == "sparsemax" and meta["tag"] == "softmax-decoded-sparsemax"
+    assert "decoded with sparsemax" in meta["reuse_note"]
+    assert sorted(p.name for p in dst.iterdir()) == ["checkpoint_best.pt", "run.json", "train.log"]
+    assert (dst / "checkpoint_best.pt").read_bytes() == b"weights"
+    assert read_run(str(dst))["variant"] == "soft-softmax-decoded-sparsemax"
+    other = _finished(tmp_path / "n" / "soft-entmax15_seed2", tag="",
+                      extra_train_args="--attention-normalizer entmax15")
+    with pytest.raises(R.ReuseError, match="entmax15, not softmax"):
+        R.reuse(str(other), str(tmp_path / "x"), "softmax-decoded-sparsemax", "soft", 20, 0,
+                decode_normalizer="sparsemax")
+    with pytest.raises(R.ReuseError, match="--decode-normalizer: unknown value 'sparse'"):
+        R.reuse(str(src), str(tmp_path / "y"), "t", "soft", 20, 0, decode_normalizer="sparse")
+    # the plain reuse still refuses a tagged source
+    with pytest.raises(R.ReuseError, match="tag 'softmax'"):
+        R.reuse(str(src), str(tmp_path / "z"), "softmax", "soft", 20, 0)

@@ -10,7 +10,10 @@ What is read, per run folder (``<context>-<normaliser>_seed<N>/``):
   :func:`fairseq_acvi.mt_eval.summary.aggregate`'s. A run's normaliser is the
   ``--attention-normalizer`` of its training command (``extra_train_args`` of run.json), else its
   tag when that names a normaliser; other runs are listed as ignored. Unfinished runs are listed
-  apart and enter no figure;
+  apart and enter no figure. A folder whose run.json has ``decode_normalizer`` (reuse_run
+  ``--decode-normalizer``) is a softmax-trained model decoded with that normaliser: its row is
+  marked "decoding only", compared with softmax seed by seed like the others, and never stands
+  for the normaliser in the targets;
 * ``attention_stats_<split>.json`` (:mod:`fairseq_acvi.metrics.attention_stats`; ``split`` the
   recipe's ``STATS_SPLIT``): ``zero_fraction`` (exactly-zero weights, pooled; shown in %),
   ``rep_per_100`` (Malaviya et al.'s REP per 100 reference words), ``drop_attn`` (% of source
@@ -62,8 +65,15 @@ def trained_normalizer(extra_train_args: Optional[str]) -> Optional[str]:
     return m[-1] if m else None
 
 
+def decoded_only(run: dict) -> bool:
+    """A softmax-trained run decoded with another normaliser (run.json ``decode_normalizer``)."""
+    return bool(run["meta"].get("decode_normalizer"))
+
+
 def normalizer_of(run: dict) -> Optional[str]:
     """The run's attention normaliser (module docstring), or None for a run of no normaliser."""
+    if decoded_only(run):
+        return run["meta"]["decode_normalizer"]
     named = trained_normalizer(run["meta"].get("extra_train_args"))
     if named:
         return named
@@ -84,7 +94,12 @@ def read_stats(run: dict, split: str) -> Dict[str, float]:
 
 
 def _order(row: dict):
-    return (row["context"], NORMALIZERS.index(row["normalizer"]), row["variant"])
+    return (row["context"], NORMALIZERS.index(row["normalizer"]), row["decoded_only"], row["variant"])
+
+
+def label(row: dict) -> str:
+    """The normaliser's name, "(decoding only)" for a softmax model decoded with it."""
+    return NAMES[row["normalizer"]] + (" (decoding only)" if row["decoded_only"] else "")
 
 
 def _base_variants(rows: List[dict]) -> Dict[str, str]:
@@ -92,7 +107,8 @@ def _base_variants(rows: List[dict]) -> Dict[str, str]:
     softmax variant; a context with none or several others has no base."""
     out = {}
     for context in {r["context"] for r in rows}:
-        soft = [r["variant"] for r in rows if r["context"] == context and r["normalizer"] == "softmax"]
+        soft = [r["variant"] for r in rows if r["context"] == context and r["normalizer"] == "softmax"
+                and not r["decoded_only"]]
         if f"{context}-softmax" in soft:
             out[context] = f"{context}-softmax"
         elif len(soft) == 1:
@@ -144,7 +160,7 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
     for variant, rs in by_variant.items():
         a = agg[variant]
         row = {"variant": variant, "context": rs[0]["context"], "normalizer": rs[0]["normalizer"],
-               "seeds": a["seeds"], "n": len(a["seeds"]),
+               "decoded_only": decoded_only(rs[0]), "seeds": a["seeds"], "n": len(a["seeds"]),
                "bleu": {s: {"tok": a.get(f"{s}_bleu_tok"), "detok": a.get(f"{s}_bleu_detok")}
                         for s in splits},
                "pictures": {}}
@@ -200,8 +216,10 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
 
 
 def _row(table: dict, context: str, normalizer: str) -> Optional[dict]:
-    """The context's row of ``normalizer`` (its ``<context>-<normalizer>`` variant first)."""
-    found = [r for r in table["rows"] if r["context"] == context and r["normalizer"] == normalizer]
+    """The context's trained row of ``normalizer`` (its ``<context>-<normalizer>`` variant first;
+    never a decoding-only row)."""
+    found = [r for r in table["rows"] if r["context"] == context and r["normalizer"] == normalizer
+             and not r.get("decoded_only")]
     found.sort(key=lambda r: r["variant"] != f"{context}-{normalizer}")
     return found[0] if found else None
 
@@ -269,7 +287,7 @@ def markdown(table: dict, out_dir: str = ".") -> str:
         cells = []
         for s in splits:
             cells += [fmt(r["bleu"][s]["tok"]), fmt(r["bleu"][s]["detok"])]
-        lines.append(f"| {NAMES[r['normalizer']]} | {r['variant']} | "
+        lines.append(f"| {label(r)} | {r['variant']} | "
                      f"{', '.join(map(str, r['seeds']))} ({r['n']}) | " + " | ".join(cells) + " |")
     lines += ["", f"Attention on {table['stats_split']} (`attention_stats_{table['stats_split']}.json`): "
               "exactly-zero weights (% of the weights over real source positions, pooled), REP "
@@ -280,7 +298,7 @@ def markdown(table: dict, out_dir: str = ".") -> str:
     for r in table["rows"]:
         pics = ", ".join(f"[seed {seed}]({os.path.relpath(p, out_dir)})"
                          for seed, p in r["pictures"].items()) or "–"
-        lines.append(f"| {NAMES[r['normalizer']]} | {r['variant']} | {r['n']} | "
+        lines.append(f"| {label(r)} | {r['variant']} | {r['n']} | "
                      f"{fmt(_pct(r['zero_fraction']))} | {fmt(r['rep_per_100'])} | "
                      f"{fmt(r['drop_attn'])} | {pics} |")
     compared = [r for r in table["rows"] if r.get("base")]
@@ -300,11 +318,11 @@ def markdown(table: dict, out_dir: str = ".") -> str:
                          for s in tests]
                 cells += [f"{100 * e['zero_fraction']:+.2f}", f"{e['rep_per_100']:+.2f}",
                           f"{e['drop_attn']:+.2f}"]
-                lines.append(f"| {NAMES[r['normalizer']]} | {e['seed']} | " + " | ".join(cells) + " |")
+                lines.append(f"| {label(r)} | {e['seed']} | " + " | ".join(cells) + " |")
             pm = r["paired_mean"]
             cells = [fmt(pm.get(s)) for s in tests]
             cells += [fmt(_pct(pm["zero_fraction"])), fmt(pm["rep_per_100"]), fmt(pm["drop_attn"])]
-            lines.append(f"| {NAMES[r['normalizer']]} | mean | " + " | ".join(cells) + " |")
+            lines.append(f"| {label(r)} | mean | " + " | ".join(cells) + " |")
     lines += ["", "### Targets", ""]
     for v in table["verdicts"]:
         lines.append(f"* **{v['target']}** ({v['context']}): **{v['status']}** — {v['figures']}.")

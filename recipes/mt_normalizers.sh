@@ -132,6 +132,10 @@ for N in $DECODE_SWAP; do
       --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
       --model-overrides "{'attention_normalizer': '$N'}" \
       --records-out "$RUN/attention_$STATS_SPLIT.json" --out "$RUN/attention_stats_$STATS_SPLIT.json"
+    # shellcheck disable=SC2086
+    "$PYTHON" -m fairseq_acvi.cli.attention_pictures "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
+      --subset "$STATS_SPLIT" --ids $PICTURE_IDS --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
+      --model-overrides "{'attention_normalizer': '$N'}" --out-dir "$RUN/pictures"
   done
 done
 

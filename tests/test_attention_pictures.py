@@ -64,6 +64,17 @@ def test_soft_pictures_have_no_switch_and_none_has_nothing_to_draw(data_bin, che
     assert all(s["replan"] is None and s["attn"] for s in soft["sentences"])
     res = _pictures(data_bin, checkpoints["none"], tmp_path / "none")
     assert "no attention to draw" in res.stderr and not list((tmp_path / "none").glob("*.png"))
+    # the same softmax model drawn with sparsemax in its place (--model-overrides): other weights,
+    # still distributions
+    run_cli("fairseq_acvi.cli.attention_pictures", data_bin, "--path", checkpoints["soft"], "--subset",
+            "test", "--ids", "0", "3", "--beam", 3, "--max-len-a", "0", "--max-len-b", "12",
+            "--out-dir", tmp_path / "sparse", "--model-overrides", "{'attention_normalizer': 'sparsemax'}")
+    sparse = json.loads((tmp_path / "sparse" / "attention.json").read_text())
+    assert all(abs(sum(row) - 1.0) < 1e-4 for s in sparse["sentences"] for row in s["attn"])
+    assert [s["attn"] for s in sparse["sentences"]] != [s["attn"] for s in soft["sentences"]]
+    bad = run_cli("fairseq_acvi.cli.attention_pictures", data_bin, "--path", checkpoints["soft"],
+                  "--out-dir", tmp_path / "x", "--model-overrides", "sparsemax", check=False)
+    assert bad.returncode != 0 and "--model-overrides" in bad.stderr
 
 
 def test_a_sentence_id_outside_the_subset_is_named(data_bin, checkpoints, tmp_path):

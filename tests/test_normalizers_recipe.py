@@ -177,8 +177,9 @@ def test_decode_swap_decodes_the_softmax_models_with_overrides_and_trains_nothin
     assert len(gens) == 3 and all("soft-softmax-decoded-sparsemax_seed1/checkpoint_best.pt" in c
                                   and c.endswith("--model-overrides {'attention_normalizer':'sparsemax'}")
                                   for c in gens), gens
-    stats = [c for c in calls if "attention_stats" in c and "decoded" in c]
-    assert len(stats) == 1 and "--model-overrides {'attention_normalizer': 'sparsemax'}" in stats[0]
+    for tool in ("attention_stats", "attention_pictures"):
+        used = [c for c in calls if tool in c and "decoded" in c]
+        assert len(used) == 1 and "--model-overrides {'attention_normalizer': 'sparsemax'}" in used[0]
 
 
 def test_a_bad_decode_swap_stops_the_recipe(tmp_path):

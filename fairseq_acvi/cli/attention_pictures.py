@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mc-samples", type=int, default=None,
                    help="K of a sampling context (ACVI) while decoding (default: the model's)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--model-overrides", default=None, metavar="DICT",
+                   help="model options replacing the checkpoint's, a Python dict as fairseq-generate's "
+                        "(e.g. \"{'attention_normalizer': 'sparsemax'}\": a softmax model drawn "
+                        "with sparse attention)")
     p.add_argument("--out-dir", required=True)
     return p
 
@@ -139,7 +143,9 @@ def main(argv=None) -> int:
 
     if not os.path.isfile(args.path):
         raise SystemExit(f"--path: no checkpoint {args.path}")
-    overrides = {"data": args.data}
+    from fairseq_acvi.metrics.attention_stats import parse_model_overrides
+    changed = parse_model_overrides(args.model_overrides)
+    overrides = {**changed, "data": args.data}
     if args.mc_samples is not None:
         overrides["mc_samples"] = args.mc_samples
     torch.manual_seed(args.seed)
@@ -156,7 +162,8 @@ def main(argv=None) -> int:
                   f"(--context-inference {variant})", file=sys.stderr)
             continue
         path = os.path.join(args.out_dir, f"{args.subset}_{r['id']}.png")
-        draw(r, path, f"{variant}, {args.subset} sentence {r['id']} (beam {args.beam})")
+        with_ = "".join(f", {k} {v}" for k, v in changed.items())
+        draw(r, path, f"{variant}{with_}, {args.subset} sentence {r['id']} (beam {args.beam})")
         print(f"[pictures] {path}")
     out = {"checkpoint": args.path, "subset": args.subset, "context_inference": variant,
            "beam": args.beam, "sentences": records}

@@ -213,8 +213,9 @@ def _lines(path: str) -> List[str]:
         return [line.rstrip("\n") for line in f]
 
 
-def _overrides(text: Optional[str]) -> Dict:
-    """``--model-overrides``: a Python dict literal, or an error naming the option."""
+def parse_model_overrides(text: Optional[str]) -> Dict:
+    """``--model-overrides`` (this command's and attention_pictures'): a Python dict literal as
+    fairseq-generate's, {} when empty, or an error naming the option."""
     if not text:
         return {}
     try:
@@ -243,7 +244,8 @@ def main(argv=None) -> int:
         if not args.data:
             raise SystemExit("--path needs --data")
         records = decode_records(args.data, args.path, args.subset, args.beam, args.max_len_a,
-                                 args.max_len_b, args.post_process, _overrides(args.model_overrides))
+                                 args.max_len_b, args.post_process,
+                                 parse_model_overrides(args.model_overrides))
         refs = None
         for r in records:   # REP on words: the pieces stay under hypothesis_pieces
             r["hypothesis_pieces"], r["hypothesis"] = r["hypothesis"], r.pop("hypothesis_words")

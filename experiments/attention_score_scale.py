@@ -1,7 +1,7 @@
 """How hard each checkpoint's attention is, teacher-forced on a subset, and how much gradient a fresh
 model's scorer gets under each normaliser (docs/method.md §3.5; the statistics of
 :mod:`fairseq_acvi.metrics.score_scale`). The diagnosis of the sparse normalisers' training on
-Multi30K (issue 56's page).
+Multi30K (docs/results/sparse_attention_training_2026-11-29).
 
     python experiments/attention_score_scale.py --data data-bin/multi30k_en_de \\
         --path runs/x/checkpoint_best.pt [--path ...] [--fresh] [--grad-at-init] \\

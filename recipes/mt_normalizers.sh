@@ -115,18 +115,24 @@ done
 for N in $DECODE_SWAP; do
   [[ "$REPORT_ONLY" == "1" ]] && break
   TAGN="softmax-decoded-$N"
-  for SEED in $SEEDS; do
+  swap_seeds=""
+  for SEED in $SEEDS; do   # the seeds with a softmax run (NORMALIZERS may have left softmax out)
+    if [[ -f "$RUNS/$PAIR/${CONTEXT}-softmax_seed$SEED/run.json" ]]; then swap_seeds+=" $SEED"
+    else echo "[recipe] DECODE_SWAP $N: no softmax run of seed $SEED in $RUNS/$PAIR: skipped"; fi
+  done
+  [[ -z "$swap_seeds" ]] && continue
+  for SEED in $swap_seeds; do
     RUN="$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
     "$PYTHON" -m fairseq_acvi.mt_eval.reuse_run "$RUNS/$PAIR/${CONTEXT}-softmax_seed$SEED" "$RUN" \
       --tag "$TAGN" --decode-normalizer "$N" --context "$CONTEXT" \
       --max-epoch "${MAX_EPOCH:-12}" --patience "${PATIENCE:-3}"
   done
   # no spaces in the dict: GEN_ARGS is split on spaces
-  CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$TAGN" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
+  CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="${swap_seeds# }" TAG="$TAGN" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
     PYTHON="$PYTHON" ABLATE=0 TRAIN=0 SKIP_DONE=1 \
     GEN_ARGS="${GEN_ARGS:---max-len-a 2 --max-len-b 10} --model-overrides {'attention_normalizer':'$N'}" \
     bash "$(dirname "$0")/mt_multi30k.sh"
-  for SEED in $SEEDS; do
+  for SEED in $swap_seeds; do
     RUN="$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
     "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
       --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \

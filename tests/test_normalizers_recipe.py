@@ -156,18 +156,21 @@ def test_decode_swap_decodes_the_softmax_models_with_overrides_and_trains_nothin
     run = work / "runs" / "normalizers" / "en_de" / "soft-softmax-decoded-sparsemax_seed1"
     run.mkdir(parents=True)
     (run / "checkpoint_best.pt").write_bytes(b"w")      # what reuse_run links (not run here)
+    (run.parent / "soft-softmax_seed1").mkdir()
+    (run.parent / "soft-softmax_seed1" / "run.json").write_text("{}")   # seed 2 has no softmax run
     data = work / "data-bin" / "multi30k_en_de"
     data.mkdir(parents=True)
     (data / "dict.en.txt").write_text("a 1\n")
     (data / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}')
     (tmp_path / "sf").mkdir()
     env = dict(os.environ, PYTHON=str(fake), SOFTMAX_FROM=str(tmp_path / "sf"), NORMALIZERS="softmax",
-               SEEDS="1", MAX_EPOCH="20", PATIENCE="0", DECODE_SWAP="sparsemax")
+               SEEDS="1 2", MAX_EPOCH="20", PATIENCE="0", DECODE_SWAP="sparsemax")
     proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     calls = marker.read_text().splitlines()
     assert not any("fairseq_cli.train" in c for c in calls)
+    assert "DECODE_SWAP sparsemax: no softmax run of seed 2 in runs/normalizers/en_de: skipped" in proc.stdout
     swap = [c for c in calls if "--decode-normalizer" in c]
     assert swap == ["-m fairseq_acvi.mt_eval.reuse_run runs/normalizers/en_de/soft-softmax_seed1 "
                     "runs/normalizers/en_de/soft-softmax-decoded-sparsemax_seed1 --tag "

@@ -30,6 +30,14 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" PYTHONUNBUFFERED=1
 PYTHON="${PYTHON:-python}"
 mkdir -p "$OUT"
 [[ -f "$DATA_BIN/dict.en.txt" ]] || { echo "error: $DATA_BIN: no Multi30K data-bin (recipes/mt_multi30k.sh prepares it)" >&2; exit 2; }
+keep_scored() {  # keep_scored GEN BASE LABEL [AGAINST]: GEN's H- lines kept as BASE.txt.gz (what
+  # score_mt reads), scored into BASE_bleu.json, with the paired bootstrap against AGAINST if given
+  local against=()
+  [[ -n "${4:-}" ]] && against=(--against "$4")
+  grep '^H-' "$1" | gzip -n > "$2.txt.gz"
+  "$PYTHON" data_scripts/score_mt.py --gen "$2.txt.gz" --ref "$DATA_BIN/raw/valid.de" --moses-detok de \
+    ${against[@]+"${against[@]}"} --json "$2_bleu.json" --label "[$3] "
+}
 scale=(experiments/attention_score_scale.py --data "$DATA_BIN" --subset valid --max-sentences 300)
 
 if [[ " $STAGES " == *" early "* ]]; then
@@ -58,22 +66,18 @@ if [[ " $STAGES " == *" posthoc "* ]]; then
   for seed in $SEEDS; do
     ckpt="$SOFTMAX_RUNS/soft_seed$seed/checkpoint_best.pt"
     [[ -f "$ckpt" ]] || { echo "error: $ckpt: missing (a finished softmax run of seed $seed)" >&2; exit 2; }
-    if [[ ! -f "$OUT/posthoc/softmax_seed${seed}_bleu.json" ]]; then   # the run's own decode, kept
-      grep '^H-' "$SOFTMAX_RUNS/soft_seed$seed/gen_valid.txt" | gzip -n > "$OUT/posthoc/softmax_seed$seed.txt.gz"
-      "$PYTHON" data_scripts/score_mt.py --gen "$OUT/posthoc/softmax_seed$seed.txt.gz" --ref "$DATA_BIN/raw/valid.de" \
-        --moses-detok de --json "$OUT/posthoc/softmax_seed${seed}_bleu.json" --label "[softmax seed $seed] "
-    fi
+    [[ -f "$OUT/posthoc/softmax_seed${seed}_bleu.json" ]] ||   # the run's own decode, kept
+      keep_scored "$SOFTMAX_RUNS/soft_seed$seed/gen_valid.txt" "$OUT/posthoc/softmax_seed$seed" "softmax seed $seed"
     for norm in sparsemax entmax15; do
       name="$OUT/posthoc/seed${seed}_$norm"
       if [[ ! -f "${name}_bleu.json" ]]; then
         "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir fairseq_acvi --task translation -s en -t de \
           --path "$ckpt" --gen-subset valid --beam 10 --nbest 1 --batch-size 128 --cpu \
           --max-len-a 2 --max-len-b 10 --model-overrides "{'attention_normalizer': '$norm'}" > "$name.txt"
-        # with the paired bootstrap against the run's own decode (softmax) of the same sentences
-        "$PYTHON" data_scripts/score_mt.py --gen "$name.txt" --ref "$DATA_BIN/raw/valid.de" \
-          --moses-detok de --against "$SOFTMAX_RUNS/soft_seed$seed/gen_valid.txt" \
-          --json "${name}_bleu.json" --label "[softmax seed $seed decoded with $norm] "
-        grep '^H-' "$name.txt" | gzip -n > "$name.txt.gz" && rm "$name.txt"   # what score_mt reads
+        # paired with the run's own decode (softmax) of the same sentences
+        keep_scored "$name.txt" "$name" "softmax seed $seed decoded with $norm" \
+          "$SOFTMAX_RUNS/soft_seed$seed/gen_valid.txt"
+        rm "$name.txt"
       fi
     done
   done
@@ -86,10 +90,8 @@ if [[ " $STAGES " == *" posthoc "* ]]; then
   done
   if [[ -n "$SPARSEMAX_RUN" && ! -f "$OUT/posthoc/sparsemax_trained_seed1_bleu.json" ]]; then
     # the trained sparsemax run's own decode (the recipe's), against softmax seed 1's
-    grep '^H-' "$SPARSEMAX_RUN/gen_valid.txt" | gzip -n > "$OUT/posthoc/sparsemax_trained_seed1.txt.gz"
-    "$PYTHON" data_scripts/score_mt.py --gen "$OUT/posthoc/sparsemax_trained_seed1.txt.gz" \
-      --ref "$DATA_BIN/raw/valid.de" --moses-detok de --against "$SOFTMAX_RUNS/soft_seed1/gen_valid.txt" \
-      --json "$OUT/posthoc/sparsemax_trained_seed1_bleu.json" --label "[sparsemax trained, seed 1] "
+    keep_scored "$SPARSEMAX_RUN/gen_valid.txt" "$OUT/posthoc/sparsemax_trained_seed1" \
+      "sparsemax trained, seed 1" "$SOFTMAX_RUNS/soft_seed1/gen_valid.txt"
   fi
   if [[ -n "$SPARSEMAX_RUN" && ! -f "$OUT/posthoc/stats_sparsemax_trained.json" ]]; then
     "$PYTHON" "${stats[@]}" --path "$SPARSEMAX_RUN/checkpoint_best.pt" --out "$OUT/posthoc/stats_sparsemax_trained.json" > /dev/null

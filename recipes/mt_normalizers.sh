@@ -74,6 +74,19 @@ recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUST
   STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
   CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP PYTHON
 
+attention_measures() {  # attention_measures RUN [OVERRIDES]: attention statistics and pictures of
+  # RUN's checkpoint on STATS_SPLIT, decoded with the model overrides OVERRIDES when given
+  local run="$1" over=()
+  [[ -n "${2:-}" ]] && over=(--model-overrides "$2")
+  "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$run/checkpoint_best.pt" \
+    --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 ${over[@]+"${over[@]}"} \
+    --records-out "$run/attention_$STATS_SPLIT.json" --out "$run/attention_stats_$STATS_SPLIT.json"
+  # shellcheck disable=SC2086
+  "$PYTHON" -m fairseq_acvi.cli.attention_pictures "$DATA_BIN" --path "$run/checkpoint_best.pt" \
+    --subset "$STATS_SPLIT" --ids $PICTURE_IDS --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
+    ${over[@]+"${over[@]}"} --out-dir "$run/pictures"
+  echo "[recipe] attention statistics: $run/attention_stats_$STATS_SPLIT.json"
+}
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
   if [[ "$1" == csoftmax || "$1" == csparsemax ]]; then
@@ -97,17 +110,7 @@ for NORM in $NORMALIZERS; do
     CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
       PYTHON="$PYTHON" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
   fi
-  for SEED in $SEEDS; do
-    RUN="$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
-    "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
-      --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
-      --records-out "$RUN/attention_$STATS_SPLIT.json" --out "$RUN/attention_stats_$STATS_SPLIT.json"
-    # shellcheck disable=SC2086
-    "$PYTHON" -m fairseq_acvi.cli.attention_pictures "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
-      --subset "$STATS_SPLIT" --ids $PICTURE_IDS --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
-      --out-dir "$RUN/pictures"
-    echo "[recipe] attention statistics: $RUN/attention_stats_$STATS_SPLIT.json"
-  done
+  for SEED in $SEEDS; do attention_measures "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"; done
 done
 
 # the softmax models decoded with each DECODE_SWAP normaliser in place of softmax, no retraining
@@ -133,15 +136,7 @@ for N in $DECODE_SWAP; do
     GEN_ARGS="${GEN_ARGS:---max-len-a 2 --max-len-b 10} --model-overrides {'attention_normalizer':'$N'}" \
     bash "$(dirname "$0")/mt_multi30k.sh"
   for SEED in $swap_seeds; do
-    RUN="$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
-    "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
-      --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
-      --model-overrides "{'attention_normalizer': '$N'}" \
-      --records-out "$RUN/attention_$STATS_SPLIT.json" --out "$RUN/attention_stats_$STATS_SPLIT.json"
-    # shellcheck disable=SC2086
-    "$PYTHON" -m fairseq_acvi.cli.attention_pictures "$DATA_BIN" --path "$RUN/checkpoint_best.pt" \
-      --subset "$STATS_SPLIT" --ids $PICTURE_IDS --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
-      --model-overrides "{'attention_normalizer': '$N'}" --out-dir "$RUN/pictures"
+    attention_measures "$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED" "{'attention_normalizer': '$N'}"
   done
 done
 

@@ -28,7 +28,7 @@ from typing import Dict, Iterable, Tuple
 import torch
 from torch import Tensor
 
-from fairseq_acvi.modules.context.normalizers import last_real_position
+from fairseq_acvi.modules.context.normalizers import last_real_position, sparse_normalize
 
 
 def flatten_rows(scores: Tensor, pad_mask: Tensor) -> Tuple[Tensor, Tensor]:
@@ -44,9 +44,8 @@ def flatten_rows(scores: Tensor, pad_mask: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 def row_statistics(scores: Tensor, pad_mask: Tensor) -> Dict[str, Tensor]:
-    """Per-row statistics (module docstring) of (rows, N) scores; rows need ≥ 1 real position."""
-    from entmax import sparsemax
-
+    """Per-row statistics (module docstring) of (rows, N) scores; rows need ≥ 1 real position.
+    Both normalisers are the model's own (:func:`~fairseq_acvi.modules.context.normalizers.sparse_normalize`)."""
     real = ~pad_mask
     n_real = real.sum(-1)
     if bool((n_real == 0).any()):
@@ -59,9 +58,9 @@ def row_statistics(scores: Tensor, pad_mask: Tensor) -> Dict[str, Tensor]:
         gap = torch.where(n_real >= 2, top[:, 0] - top[:, 1], torch.full_like(top[:, 0], float("inf")))
     else:
         gap = torch.full((x.size(0),), float("inf"))
-    sp = sparsemax(x, dim=-1).masked_fill(pad_mask, 0.0)
+    sp = sparse_normalize("sparsemax", x, pad_mask)
     support = ((sp > 0) & real).sum(-1)
-    sm = torch.softmax(x, dim=-1)
+    sm = sparse_normalize("softmax", x, pad_mask)
     entropy = -(sm * sm.clamp_min(1e-30).log()).sum(-1)
     last = last_real_position(pad_mask).float().argmax(-1)
     return dict(score_std=var.sqrt(), top_gap=gap, sparsemax_support=support.float(),

@@ -5,22 +5,24 @@
 # figures there), then every CUDA test (the parallel path, the compiled step, every family's mixed
 # precision). Each step has its own time limit and writes its own file under $OUT, so a step
 # that fails or runs out of time loses only itself. From the repository root, on the device:
-#   OUT=$OUT WHEELS=wheels ACVI_DATA=data bash benchmarks/gpu_session.sh speed    # ≈ 6 minutes
-#   OUT=$OUT WHEELS=wheels ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 8 minutes
+#   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh speed    # ≈ 6 minutes
+#   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 8 minutes
 # (two calls: each fits the device tool's 10-minute limit with time to spare for the install).
 # The device has Python 3.12 and no package registry: WHEELS (optional) is a folder of wheels
-# carried with the tree (fairseq-fixed's cp312 wheel, bitarray, hydra-core, omegaconf, antlr4's
-# sources: docs/results/gpu_checks_2026-11-28/README.md); the plugin is installed without deps.
+# carried with the tree (fairseq-fixed's cp312 wheel, bitarray, hydra-core, omegaconf,
+# antlr4-python3-runtime, entmax, sacremoses), installed without resolution into /tmp/site; the
+# plugin is read from the tree (PYTHONPATH).
 set -uo pipefail
 PART="${1:?usage: gpu_session.sh speed|checks}"
 [[ "$PART" == speed || "$PART" == checks ]] || { echo "error: PART must be speed or checks, got '$PART'" >&2; exit 2; }
 OUT="${OUT:-gpu_out}"
 mkdir -p "$OUT"
-if [[ -n "${WHEELS:-}" ]]; then
-  pip install -q --no-index --find-links "$WHEELS" fairseq-fixed > "$OUT/install.txt" 2>&1
-  pip install -q --no-deps -e . >> "$OUT/install.txt" 2>&1
+if [[ -n "${WHEELS:-}" ]]; then  # no dependency resolution there: every missing package is carried
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$WHEELS"/*.whl \
+    > "$OUT/install.txt" 2>&1
+  export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
-python - > "$OUT/env.txt" 2>&1 <<'PY'
+python3 - > "$OUT/env.txt" 2>&1 <<'PY'
 import platform, torch
 print(platform.python_version(), torch.__version__, torch.version.cuda,
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device")
@@ -35,11 +37,13 @@ B=benchmarks/bench_parallel_decoder.py
 if [[ "$PART" == speed ]]; then
 # the step loop compiled (docs/method.md §3.8) beside the step loop, the parallel path and fairseq's
 # lstm at the character shape, where PAG trained at 0.30× soft on the H200 (2026-11-28)
-step compiled_char 190 python "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1 --variants soft,acvi,pag,rpag --compile reduce-overhead,inductor
-step parallel_multi30k 80 python "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
-step parallel_word2 60 python "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
-step parallel_cnndm 150 python "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000 --compile reduce-overhead
+step compiled_char 190 python3 "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1 --variants soft,acvi,pag,rpag --compile reduce-overhead,inductor
+step parallel_multi30k 80 python3 "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
+step parallel_word2 60 python3 "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
+step parallel_cnndm 150 python3 "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000 --compile reduce-overhead
 else
 # every CUDA test: the parallel path, the compiled step, every family's mixed precision
-step cuda_tests 480 python -m pytest -m cuda tests/test_cuda.py -q -n 14
+# (CUDA_TESTS_K narrows them to a pytest -k expression, CUDA_TESTS_LIMIT bounds the time)
+step cuda_tests "${CUDA_TESTS_LIMIT:-480}" python3 -m pytest -m cuda tests/test_cuda.py -q -n 14 \
+  ${CUDA_TESTS_K:+-k "$CUDA_TESTS_K"}
 fi

@@ -491,6 +491,61 @@ def _interval(paired):
     return f"{signed(paired['delta'])} [{signed(paired['low'])}, {signed(paired['high'])}]"
 
 
+def _speed_table(path):
+    """words/s by model name from a bench_parallel_decoder.py output."""
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"(\S.*?)\s{2,}(\d+)\s+\d+\.\d+$", line)
+        if m:
+            rows[m.group(1)] = int(m.group(2))
+    return rows
+
+
+def test_gpu_checks_2026_11_29_figures():
+    """docs/results/gpu_checks_2026-11-29: the speed tables and their ratios, recomputed from the
+    benchmark outputs beside the page; the headline in BENCHMARKS and the guide."""
+    page = RESULTS / "gpu_checks_2026-11-29"
+    doc = Doc(page / "README.md")
+    shapes = {"Multi30K preset": "parallel_multi30k", "word targets, 2 layers": "parallel_word2",
+              "character targets": "compiled_char", "CNN/DM": "parallel_cnndm"}
+    speed = {label: _speed_table(page / f"{stem}.txt") for label, stem in shapes.items()}
+    cap = "Training target words/s"
+    for label, t in speed.items():
+        src = f"docs/results/gpu_checks_2026-11-29/{shapes[label]}.txt"
+        wants = {2: f"{t['soft loop+feed']:,}", 3: f"{t['soft parallel']:,}",
+                 5: f"{t['soft parallel'] / t['soft loop+feed']:.2f}×",
+                 6: f"{t['acvi parallel'] / t['acvi loop+feed']:.2f}×"}
+        if "fairseq-lstm" in t:
+            wants.update({1: f"{t['fairseq-lstm']:,}",
+                          4: f"{t['soft parallel'] / t['fairseq-lstm']:.2f}×"})
+        doc.check_row(cap, label, wants, src)
+    char, src = speed["character targets"], "docs/results/gpu_checks_2026-11-29/compiled_char.txt"
+    for label, name in (("`soft`", "soft"), ("ACVI", "acvi"), ("PAG (plan", "pag"), ("rPAG (", "rpag")):
+        eager, graphs = char[f"{name} loop+feed"], char[f"{name} loop+feed reduce-overhead"]
+        doc.check_row("The step compiled, at the character shape", label, {
+            1: f"{eager:,}", 2: f"{graphs:,}", 3: f"{char[f'{name} loop+feed inductor']:,}",
+            4: f"{graphs / eager:.2f}×", 5: f"{graphs / char['soft loop+feed']:.2f}"}, src)
+    pag = char["pag loop+feed reduce-overhead"]
+    doc.check_prose(r"at 0.77× `soft` compiled the same way \(([\d,]+) / ([\d,]+)\)",
+                    [f"{pag:,}", f"{char['soft loop+feed reduce-overhead']:,}"], "PAG vs soft", src)
+    assert f"{pag / char['soft loop+feed reduce-overhead']:.2f}" == "0.77"
+    doc.assert_ok()
+    word = speed["word targets, 2 layers"]
+    bench = Doc(REPO / "BENCHMARKS.md")
+    bench.check_prose(rf"trains `soft` at \**{N}×\** fairseq's `lstm` at the 2-layer word shape",
+                      [f"{word['soft parallel'] / word['fairseq-lstm']:.2f}"], "GPU word shape",
+                      "docs/results/gpu_checks_2026-11-29/parallel_word2.txt")
+    bench.check_prose(rf"trains {N}× faster than its eager step loop, at \**{N}×\** `soft`'s",
+                      [f"{pag / char['pag loop+feed']:.2f}", f"{pag / char['soft loop+feed']:.2f}"],
+                      "GPU PAG compiled", src)
+    bench.assert_ok()
+    guide = Doc(REPO / "docs" / "guide.md")
+    guide.check_prose(rf"`reduce-overhead` trains PAG {N}× faster \({N}× `soft` instead of {N}×\)",
+                      [f"{pag / char['pag loop+feed']:.1f}", f"{pag / char['soft loop+feed']:.2f}",
+                       f"{char['pag loop+feed'] / char['soft loop+feed']:.2f}"], "guide PAG", src)
+    guide.assert_ok()
+
+
 def test_sparse_attention_training_figures():
     """docs/results/sparse_attention_training_2026-11-29: the decode-time swap, the score scale and
     the early dynamics, from the page's JSON files; its headline in BENCHMARKS, the overview and

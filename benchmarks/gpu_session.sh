@@ -6,15 +6,17 @@
 # precision). Each step has its own time limit and writes its own file under $OUT, so a step
 # that fails or runs out of time loses only itself. From the repository root, on the device:
 #   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh speed    # ≈ 6 minutes
-#   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 8 minutes
-# (two calls: each fits the device tool's 10-minute limit with time to spare for the install).
+#   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 5 minutes
+#   OUT=$OUT WHEELS=.whl bash benchmarks/gpu_session.sh runs   # ≤ 9 minutes: trainings, docs/recipes/side_by_side.md
+# (one call each: each fits the device tool's 10-minute limit with time to spare for the install).
 # The device has Python 3.12 and no package registry: WHEELS (optional) is a folder of wheels
 # carried with the tree (fairseq-fixed's cp312 wheel, bitarray, hydra-core, omegaconf,
 # antlr4-python3-runtime, entmax, sacremoses), installed without resolution into /tmp/site; the
 # plugin is read from the tree (PYTHONPATH).
 set -uo pipefail
-PART="${1:?usage: gpu_session.sh speed|checks}"
-[[ "$PART" == speed || "$PART" == checks ]] || { echo "error: PART must be speed or checks, got '$PART'" >&2; exit 2; }
+PART="${1:?usage: gpu_session.sh speed|checks|runs}"
+[[ "$PART" == speed || "$PART" == checks || "$PART" == runs ]] \
+  || { echo "error: PART must be speed, checks or runs, got '$PART'" >&2; exit 2; }
 OUT="${OUT:-gpu_out}"
 mkdir -p "$OUT"
 if [[ -n "${WHEELS:-}" ]]; then  # no dependency resolution there: every missing package is carried
@@ -41,6 +43,14 @@ step compiled_char 190 python3 "$B" --device cuda --rounds 5 --batch 32 --len 72
 step parallel_multi30k 80 python3 "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
 step parallel_word2 60 python3 "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
 step parallel_cnndm 150 python3 "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000 --compile reduce-overhead
+elif [[ "$PART" == runs ]]; then
+# recipe runs side by side (recipes/side_by_side.sh): PLAN (default the Multi30K plan), DEADLINE
+# (seconds, default 520: inside the device call's 600 with the install and the pack); float32
+# matrix products as on the CPU; the runs' logs, hypotheses and scores come back as runs.tar.gz
+NVIDIA_TF32_OVERRIDE=0 PLAN="${PLAN:-experiments/gpu_plan_multi30k.txt}" DEADLINE="${DEADLINE:-520}" \
+  DEVICE="${DEVICE:-cuda}" PYTHON=python3 PACK="$OUT/runs.tar.gz" bash recipes/side_by_side.sh \
+  > "$OUT/side_by_side.txt" 2>&1
+echo "runs: exit $?" | tee -a "$OUT/steps.txt"
 else
 # every CUDA test: the parallel path, the compiled step, every family's mixed precision
 # (CUDA_TESTS_K narrows them to a pytest -k expression, CUDA_TESTS_LIMIT bounds the time)

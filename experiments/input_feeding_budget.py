@@ -15,6 +15,9 @@ to ``--out``; prints the budget.
 
     python experiments/input_feeding_budget.py --data data-bin/multi30k_en_de --context acvi \\
         --feed-log runs/multi30k/en_de/acvi_seed1/train.log --out budget.json
+
+``--feed-updates N`` replaces ``--feed-log`` when the input-feeding run has not trained yet (its
+updates per epoch are fixed by the data and ``--max-tokens``), so both can train side by side.
 """
 import argparse
 import json
@@ -77,8 +80,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="the Multi30K data-bin")
     p.add_argument("--context", required=True, choices=["soft", "acvi"])
-    p.add_argument("--feed-log", required=True, type=Path,
-                   help="train.log of the input-feeding run whose budget is matched")
+    feed_source = p.add_mutually_exclusive_group(required=True)
+    feed_source.add_argument("--feed-log", type=Path,
+                             help="train.log of the input-feeding run whose budget is matched")
+    feed_source.add_argument("--feed-updates", type=int, metavar="N",
+                             help="instead of --feed-log: the input-feeding run's updates at "
+                                  "--epoch, known before it trains (fairseq's batches are fixed "
+                                  "by --max-tokens and the data: 117 per Multi30K epoch), so "
+                                  "that both runs can train side by side")
     p.add_argument("--epoch", type=int, default=20, help="its last epoch")
     p.add_argument("--batches", type=int, default=40, help="training batches timed per model")
     p.add_argument("--arch", default="acvi_lstm_multi30k")
@@ -92,7 +101,9 @@ def main():
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    updates = feed_updates(a.feed_log, a.epoch)
+    if a.feed_updates is not None and a.feed_updates < 1:
+        p.error(f"--feed-updates must be ≥ 1, got {a.feed_updates}")
+    updates = feed_updates(a.feed_log, a.epoch) if a.feed_log else a.feed_updates
     feed = build(a, 1)
     nofeed = build(a, 0)
     assert nofeed[2].decoder.runs_in_parallel, "the model without input feeding has no parallel path"
@@ -113,7 +124,7 @@ def main():
                 times[name].append(t)
     ratio = sum(times["feed"]) / sum(times["nofeed"])
     record = {
-        "context": a.context, "feed_log": str(a.feed_log), "feed_epoch": a.epoch,
+        "context": a.context, "feed_log": a.feed_log and str(a.feed_log), "feed_epoch": a.epoch,
         "feed_updates": updates, "batches_timed": len(times["feed"]),
         "seconds_feed": sum(times["feed"]), "seconds_nofeed": sum(times["nofeed"]),
         "median_step_feed": statistics.median(times["feed"]),

@@ -46,3 +46,20 @@ def test_a_log_without_the_epoch_is_refused_naming_it(data_bin, tmp_path):
     assert res.returncode != 0
     assert f"{log} has no validation record of epoch 20" in res.stderr
     assert not (tmp_path / "budget.json").exists()
+
+
+def test_known_feed_updates_replace_the_log(data_bin, tmp_path):
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data", str(data_bin), "--context", "soft",
+         "--feed-updates", "2340", "--src", "src", "--tgt", "tgt", "--arch", "acvi_lstm",
+         "--batches", "2", "--max-tokens", "400", "--out", str(tmp_path / "b.json")],
+        capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rec = json.loads((tmp_path / "b.json").read_text())
+    assert rec["feed_log"] is None and rec["feed_updates"] == 2340
+    assert rec["budget_updates"] == round(2340 * rec["ratio"])
+    res = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--context", "soft",
+                          "--feed-updates", "0", "--out", str(tmp_path / "c.json")],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert res.returncode == 2 and "--feed-updates must be ≥ 1, got 0" in res.stderr
+    assert not (tmp_path / "c.json").exists()

@@ -25,6 +25,8 @@ RECIPES = sorted(p.name for p in (REPO / "recipes").glob("*.sh") if not p.name.s
 
 #: stands for a data-bin of fairseq-acvi-prepare-parallel (corpus.json, splits.json) made in the test's folder
 CORPUS = "<corpus>"
+#: stands for a plan of recipes/side_by_side.sh (one command) made in the test's folder
+PLAN = "<plan>"
 
 #: per recipe, bad settings: (variables given, the variable the error must name). Each recipe has a
 #: bad whole number, a bad number and (where it takes one) a bad list.
@@ -62,6 +64,8 @@ BAD = {
                               "REPORT_DIR")],
     "captioning_msrvtt.sh": [({"MAX_EPOCH": "ten"}, "MAX_EPOCH"), ({"LR": "1e-3x"}, "LR"),
                              ({"SPLIT_SIZES": "800 one 100"}, "SPLIT_SIZES"), ({"CONTEXT": "acvii"}, "CONTEXT")],
+    "side_by_side.sh": [({"PLAN": PLAN, "JOBS": "0"}, "JOBS"), ({"PLAN": PLAN, "DEADLINE": "9m"}, "DEADLINE"),
+                        ({"PLAN": PLAN, "DEVICE": "gpu"}, "DEVICE"), ({"PLAN": "plan.txt"}, "PLAN")],
     "uncertainty_study.sh": [({"SEEDS": "1 two"}, "SEEDS"), ({"SEEDS": "1"}, "SEEDS"),
                              ({"ENSEMBLE": "yes"}, "ENSEMBLE"),
                              ({"MC_DROPOUT": "ten"}, "MC_DROPOUT"),
@@ -113,6 +117,9 @@ RESOLVED = {
                              {"CONTEXT": "none", "NO_VIDEO": "1", "SEED": "2", "MAX_EPOCH": "8",
                               "SAVE_DIR": "checkpoints/captioning_msrvtt_none_seed2",
                               "ARCH": "acvi_video_captioner_msrvtt_cpu"}),
+    "side_by_side.sh": ({"PLAN": PLAN, "DEADLINE": "540"},
+                        {"JOBS": "8", "DEADLINE": "540", "DEVICE": "cuda",
+                         "LOGS": "runs/side_by_side", "RUNS_ROOT": "runs", "PACK": ""}),
     "uncertainty_study.sh": ({"STAGE": "decode", "SEEDS": "2 3", "MC_DROPOUT": "5"},
                              {"STAGE": "decode", "SEEDS": "2 3", "MC_DROPOUT": "5", "MC_SAMPLES": "10",
                               "BEAM": "10", "ENSEMBLE": "1", "OUT": "runs/uncertainty_study", "DATA_BIN": "data-bin/multi30k_en_de",
@@ -146,6 +153,9 @@ def _corpus(folder: Path) -> str:
 def _run(recipe: str, env_extra: dict, tmp_path: Path):
     fake = _fake_python(tmp_path)
     env_extra = {k: (_corpus(tmp_path / "corpus") if v == CORPUS else v) for k, v in env_extra.items()}
+    if env_extra.get("PLAN") == PLAN:
+        (tmp_path / "plan.txt").write_text("# a plan\ntrue\n")
+        env_extra["PLAN"] = str(tmp_path / "plan.txt")
     work = tmp_path / "cwd"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in {"DRY_RUN", "ACVI_DATA"}}

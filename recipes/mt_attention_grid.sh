@@ -23,6 +23,7 @@ RUNS="${RUNS:-runs/mt_attention_grid}"
 CELL_ABLATE="${CELL_ABLATE:-0}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"   # as recipes/mt_multi30k.sh's; STAGE=report reads raw/
 REPORT_DIR="${REPORT_DIR:-}"
+KEPT="${KEPT:-}"   # earlier reports' kept run folders (REPORT_DIR/outputs/PAIR), space-separated
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 mt_process_defaults
 
@@ -36,6 +37,9 @@ check_choice INPUT_FEEDING 0 1
 check_int GRID_SEED
 check_int_list BEST_SEEDS ACVI_SEEDS
 check_choice CELL_ABLATE 0 1
+for kept in $KEPT; do
+  [[ -d "$kept" ]] || _check_fail KEPT "folders of kept run folders (an earlier REPORT_DIR/outputs/$PAIR)" "$KEPT"
+done
 [[ "$STAGE" != "report" || -n "$REPORT_DIR" ]] \
   || _check_fail REPORT_DIR "a folder with STAGE=report" "$REPORT_DIR"
 if [[ -n "$REPORT_DIR" ]]; then   # the report keeps run.json copies: inside, they would be read as runs
@@ -58,17 +62,19 @@ cell_dir() {  # cell_dir CONTEXT TAG SEED: the run folder recipes/mt_multi30k.sh
 }
 best_cells() {  # best_cells N: the N grid cells (SCORER CONFIG, one per line) of highest validation
   # BLEU (bleu_detok of bleu_valid.json, seed GRID_SEED); exit 2 naming a cell without one
-  "$PYTHON" - "$1" "$RUNS/$PAIR" "$GRID_SEED" "$SCORERS" "$CONFIGS" <<'EOF_PY'
+  "$PYTHON" - "$1" "$GRID_SEED" "$SCORERS" "$CONFIGS" "$RUNS/$PAIR" $KEPT <<'EOF_PY'
 import json, sys
 from pathlib import Path
-n, root, seed, scorers, configs = int(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
+n, seed, scorers, configs, roots = int(sys.argv[1]), *sys.argv[2:5], [Path(r) for r in sys.argv[5:]]
 scores = []
 for s in scorers.split():
     for c in configs.split():
-        path = root / f"soft-{s}-{c}_seed{seed}" / "bleu_valid.json"
-        if not path.is_file():
-            sys.exit(f"[recipe] error: {path} missing: run STAGE=grid first (or narrow SCORERS / CONFIGS)")
-        scores.append((json.loads(path.read_text())["bleu_detok"], s, c))
+        paths = [r / f"soft-{s}-{c}_seed{seed}" / "bleu_valid.json" for r in roots]
+        found = [p for p in paths if p.is_file()]
+        if not found:
+            sys.exit(f"[recipe] error: {paths[0]} missing (and in KEPT): run STAGE=grid first "
+                     "(or narrow SCORERS / CONFIGS)")
+        scores.append((json.loads(found[0].read_text())["bleu_detok"], s, c))
 for bleu, s, c in sorted(scores, reverse=True)[:n]:
     print(s, c)
 EOF_PY
@@ -107,12 +113,15 @@ case "$STAGE" in
 esac
 for line in ${plan[@]+"${plan[@]}"}; do echo "[recipe] plan: $line"; done
 recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS INPUT_FEEDING GRID_SEED BEST_SEEDS ACVI_SEEDS RUNS \
-  CELL_ABLATE DATA_BIN REPORT_DIR THREADS DEVICE PYTHON USER_DIR
+  CELL_ABLATE DATA_BIN REPORT_DIR KEPT THREADS DEVICE PYTHON USER_DIR
 
 if [[ "$STAGE" == "report" ]]; then
   # mt_report's tables with every run's hypotheses kept, then seed 003's Table 1 beside the grid
-  "$PYTHON" -m fairseq_acvi.cli.mt_report "$RUNS/$PAIR" --out-dir "$REPORT_DIR" --keep-outputs
-  "$PYTHON" -m fairseq_acvi.cli.attention_grid_report "$RUNS/$PAIR" --refs-dir "$DATA_BIN/raw" \
+  # with the kept runs of earlier reports (KEPT), and this machine's runs where there are any
+  sources=($KEPT)
+  [[ -d "$RUNS/$PAIR" ]] && sources+=("$RUNS/$PAIR")
+  "$PYTHON" -m fairseq_acvi.cli.mt_report "${sources[@]}" --out-dir "$REPORT_DIR" --keep-outputs
+  "$PYTHON" -m fairseq_acvi.cli.attention_grid_report "${sources[@]}" --refs-dir "$DATA_BIN/raw" \
     --out-dir "$REPORT_DIR" --grid-seed "$GRID_SEED" --pair "$PAIR"
   echo "[recipe] done: STAGE=report, $REPORT_DIR/report.md, $REPORT_DIR/grid.md"
   exit 0
@@ -122,9 +131,13 @@ for line in "${plan[@]}"; do
   eval "cell=($line)"                     # CONTEXT TAG SEEDS ARGS...
   context="${cell[0]}" tag="${cell[1]}" seeds="${cell[2]}"
   todo=""
-  for seed in $seeds; do                  # a seed already decoded is kept
-    [[ -f "$(cell_dir "$context" "$tag" "$seed")/bleu_test2017.json" ]] \
-      && echo "[recipe] kept: $(cell_dir "$context" "$tag" "$seed")" || todo+=" $seed"
+  for seed in $seeds; do                  # a seed already decoded, here or in KEPT, is kept
+    done_in=""
+    for root in "$RUNS/$PAIR" $KEPT; do
+      dir="$root/$(basename "$(cell_dir "$context" "$tag" "$seed")")"
+      [[ -z "$done_in" && -f "$dir/bleu_test2017.json" ]] && done_in="$dir"
+    done
+    [[ -n "$done_in" ]] && echo "[recipe] kept: $done_in" || todo+=" $seed"
   done
   [[ -z "$todo" ]] && continue
   CONTEXT="$context" TAG="$tag" SEEDS="${todo# }" PAIR="$PAIR" RUNS="$RUNS" ABLATE="$CELL_ABLATE" \

@@ -367,3 +367,44 @@ def test_multi30k_runs_keep_their_heading_and_columns(fake_runs, tmp_path):
     assert md.startswith("# Multi30K translation\n")
     assert ("| variant | seeds | valid ppl | valid BLEU | test2016 BLEU | test2017 BLEU | test2016 detok "
             "| test2017 detok | train words/s |") in md
+
+
+def test_a_kept_run_folder_reads_as_the_run(tmp_path):
+    """``keep_outputs`` keeps the report's lines of train.log (gzipped) beside the hypotheses, so a
+    later report given the kept folder finds the same run: perplexity, best epoch, parameters,
+    end of training, speed and scores (runs of several sessions in one table)."""
+    import gzip
+    run = make_run(tmp_path / "runs", "acvi", 3, [6.0, 4.0, 4.5], {"valid": 20.0, "test2016": 21.0},
+                   kl=[7.0, 2.0, 1.0])
+    for split in ("valid", "test2016"):
+        (run / f"gen_{split}.txt").write_text("S-0\tx\nH-0\t-0.5\tein hund .\n")
+    original = mt_eval.find_runs([str(tmp_path / "runs")])
+    mt_eval.keep_outputs(original, str(tmp_path / "report"))
+    kept_dir = tmp_path / "report" / "outputs" / "en_de" / "acvi_seed3"
+    with gzip.open(kept_dir / "train.log.gz", "rt", encoding="utf-8") as f:
+        kept_log = f.read()
+    assert "noise that is not a record" not in kept_log and '"loss": "9.0"' not in kept_log
+    assert kept_log.count("| valid |") == 3 and "done training in" in kept_log
+    [kept] = mt_eval.find_runs([str(tmp_path / "report" / "outputs")])
+    [orig] = original
+    for key in ("pair", "variant", "seed", "valid_ppl", "best_epoch", "parameters", "finished",
+                "epochs_trained", "train_wps", "train_wall_s", "end", "bleu", "epochs"):
+        assert kept[key] == orig[key], key
+    assert orig["valid_ppl"] == pytest.approx(2 ** 4.0) and orig["parameters"] == 7978931
+
+
+def test_a_kept_folder_is_kept_again_as_it_was(tmp_path):
+    """A report over an earlier report's kept folders (runs of another session) keeps them byte
+    for byte, and a report written into the folder it reads leaves it alone."""
+    run = make_run(tmp_path / "runs", "soft", 1, [5.0, 4.0], {"valid": 30.0})
+    (run / "gen_valid.txt").write_text("S-0\tx\nH-0\t-0.5\tein hund .\n")
+    first = tmp_path / "first"
+    mt_eval.keep_outputs(mt_eval.find_runs([str(tmp_path / "runs")]), str(first))
+    kept = first / "outputs" / "en_de" / "soft_seed1"
+    before = {p.name: p.read_bytes() for p in kept.iterdir()}
+    assert sorted(before) == ["bleu_valid.json", "gen_valid.txt.gz", "run.json", "train.log.gz"]
+    again = tmp_path / "again"
+    mt_eval.keep_outputs(mt_eval.find_runs([str(first / "outputs")]), str(again))
+    assert {p.name: p.read_bytes() for p in (again / "outputs/en_de/soft_seed1").iterdir()} == before
+    mt_eval.keep_outputs(mt_eval.find_runs([str(first / "outputs")]), str(first))
+    assert {p.name: p.read_bytes() for p in kept.iterdir()} == before

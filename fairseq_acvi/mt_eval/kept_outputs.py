@@ -8,7 +8,11 @@ For each run read from a folder, ``OUT/outputs/<pair>/<variant>_seed<N>/`` recei
   hypotheses, BPE removed, in the file's order), gzip-compressed with a zero timestamp so that the
   same outputs always give the same bytes; the other lines (source, target, positional scores)
   are dropped, they can be rebuilt from the data and the hypothesis;
-* ``bleu_<decode>.json`` and ``run.json``, as the recipe wrote them.
+* ``bleu_<decode>.json`` and ``run.json``, as the recipe wrote them;
+* ``train.log.gz``: the lines of the run's ``train.log`` that a report reads (the epochs'
+  training and validation records, the parameter count, the end of training), gzip-compressed,
+  so that the kept folder is itself a run folder: a later report given it (with the runs of
+  another session) finds the same validation perplexity, best epoch and scores.
 
 ``data_scripts/score_mt.py --gen outputs/en_de/acvi_seed1/gen_test2016.txt.gz --ref REF`` reads the
 kept file as it is (the package's text readers decompress a ``.gz`` name:
@@ -21,7 +25,7 @@ import shutil
 from typing import List
 
 from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
-from fairseq_acvi.mt_eval.logs import ReportError
+from fairseq_acvi.mt_eval.logs import ReportError, report_lines
 
 
 def hypothesis_lines(gen_path: str) -> List[str]:
@@ -37,24 +41,36 @@ def run_output_dir(out_dir: str, run: dict) -> str:
 
 def keep_outputs(runs: List[dict], out_dir: str) -> List[str]:
     """Copy the hypotheses and scores of every run that has a folder (see the module docstring);
-    the folders written. A run whose folder holds a ``bleu_<decode>.json`` but not the
-    ``gen_<decode>.txt`` it was computed from raises :class:`ReportError` naming both: a report
-    that keeps outputs keeps all of them."""
+    the folders written. A run read from an earlier report's kept folder is copied as it was kept
+    (and left alone when it is the folder being written). A run whose folder holds a
+    ``bleu_<decode>.json`` but not the ``gen_<decode>.txt`` (or kept ``.txt.gz``) it was computed
+    from raises :class:`ReportError` naming both: a report that keeps outputs keeps all of them."""
     written = []
     for run in runs:
         run_dir = run.get("dir")
         if not run_dir:
             continue
         dest = run_output_dir(out_dir, run)
+        written.append(dest)
+        if os.path.realpath(dest) == os.path.realpath(run_dir):
+            continue
         os.makedirs(dest, exist_ok=True)
         shutil.copyfile(os.path.join(run_dir, "run.json"), os.path.join(dest, "run.json"))
+        log = os.path.join(run_dir, "train.log")
+        if os.path.isfile(log):
+            write_gzip_text(os.path.join(dest, "train.log.gz"), report_lines(log))
+        elif os.path.isfile(log + ".gz"):
+            shutil.copyfile(log + ".gz", os.path.join(dest, "train.log.gz"))
         for bleu in sorted(glob.glob(os.path.join(run_dir, "bleu_*.json"))):
             name = os.path.basename(bleu)[len("bleu_"):-len(".json")]
             gen = os.path.join(run_dir, f"gen_{name}.txt")
-            if not os.path.isfile(gen):
+            kept = os.path.join(dest, f"gen_{name}.txt.gz")
+            if os.path.isfile(gen):
+                write_gzip_text(kept, hypothesis_lines(gen))
+            elif os.path.isfile(gen + ".gz"):
+                shutil.copyfile(gen + ".gz", kept)
+            else:
                 raise ReportError(f"{bleu}: its hypotheses {gen} are missing (--keep-outputs "
                                   f"keeps what every BLEU was computed from)")
             shutil.copyfile(bleu, os.path.join(dest, os.path.basename(bleu)))
-            write_gzip_text(os.path.join(dest, f"gen_{name}.txt.gz"), hypothesis_lines(gen))
-        written.append(dest)
     return written

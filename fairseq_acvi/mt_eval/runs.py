@@ -42,6 +42,8 @@ def read_run(run_dir: str) -> dict:
            "variant": meta["context"] + (f"-{tag}" if tag else ""), "seed": int(meta["seed"]),
            "meta": meta, "epochs": [], "bleu": {}, "validate": {}}
     log_path = os.path.join(run_dir, "train.log")
+    if not os.path.exists(log_path):                 # a report's kept copy (kept_outputs)
+        log_path += ".gz"
     if os.path.exists(log_path):
         recs = parse_train_log(log_path)
         run["parameters"] = model_parameters(log_path)

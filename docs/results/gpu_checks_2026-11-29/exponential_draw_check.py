@@ -1,3 +1,5 @@
+"""The probe of docs/results/gpu_checks_2026-11-29/README.md (run on the H200): does TorchInductor with
+``fallback_random`` draw the same exponential numbers (the Gumbel noise of F.gumbel_softmax) as eager?"""
 import torch, torch._inductor.config as ic
 x = torch.zeros(4, 5, device="cuda")
 f = lambda x: torch.empty_like(x).exponential_() + x

@@ -17,13 +17,18 @@ path (``pag``, ``rpag``) gets the ``loop+feed`` rows only. Timings are interleav
 The targets: ``parallel`` ≥ 2× ``loop+feed`` at the Multi30K word shape on the CPU; on a GPU
 ``soft parallel`` ≥ 3× fairseq's ``lstm`` and PAG's compiled step ≥ 0.7× ``soft loop+feed``.
 
+``--count`` adds, per model, the operators one training step dispatches (forward, backward and
+update, views not counted: on a GPU about one kernel launch each) and, on CUDA, the host-device
+synchronisations it makes (``torch.cuda.set_sync_debug_mode``): what a launch- or sync-bound step
+pays, besides its time.
+
 ``--model pointer_generator`` times the CNN/DM preset instead (128-d embeddings, 256-d LSTMs, the
 copy mixture over ``--markers`` OOV markers; coverage off, as in its first training phases, since
 coverage is recurrent), without fairseq's ``lstm``.
 
     python benchmarks/bench_parallel_decoder.py [--variants soft,acvi] [--rounds 7]
         [--batch 64] [--len 30] [--src-len N] [--vocab 8000] [--layers 2] [--device cuda]
-        [--compile inductor,reduce-overhead]
+        [--compile inductor,reduce-overhead] [--count]
     python benchmarks/bench_parallel_decoder.py --model pointer_generator --batch 16 --len 100
         --src-len 400 --vocab 50000
 """
@@ -35,7 +40,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import device_label, training_words_per_second  # noqa: E402
+from bench_common import device_label, elbo_train_step, training_words_per_second  # noqa: E402
+from count_step_ops import OperatorCount  # noqa: E402
 import bench_summarization as summ  # noqa: E402
 from bench_seq2seq import batch, fairseq_lstm, make_dict, ours  # noqa: E402
 
@@ -56,6 +62,23 @@ def build(a, d, variant, feeding: int, parallel: bool, compile_mode: str = "none
     return model.to(a.device)
 
 
+def step_counts(model, opt, b, device: str):
+    """(operators, synchronisations or None off CUDA) of one training step of ``model``."""
+    import warnings
+    with OperatorCount() as ops:
+        elbo_train_step(model, opt, *b)
+    if not str(device).startswith("cuda"):
+        return sum(ops.by_name.values()), None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            elbo_train_step(model, opt, *b)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    return sum(ops.by_name.values()), sum("synchroniz" in str(w.message) for w in caught)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variants", default="soft,acvi")
@@ -71,6 +94,8 @@ def main():
     p.add_argument("--model", choices=["translation", "pointer_generator"], default="translation")
     p.add_argument("--markers", type=int, default=400, help="pointer_generator: OOV markers")
     p.add_argument("--compile", default="", help="modes of --compile-decoder-step to time too")
+    p.add_argument("--count", action="store_true",
+                   help="also count each model's operators (and CUDA synchronisations) per step")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -100,9 +125,15 @@ def main():
           f"vocab {a.vocab}, {shape}{a.rounds} rounds, "
           f"{a.threads} thread(s), device {device_label(a.device)}; medians")
     ref = "fairseq-lstm" if not pg else next(iter(wps))
-    print(f"{'model':<34} {'words/s':>9} {'vs ' + ref:>18}")
+    counts = {k: step_counts(models[k], opts[k], b, a.device) for k in models} if a.count else {}
+    head = f"{'model':<34} {'words/s':>9} {'vs ' + ref:>18}"
+    print(head + (f" {'ops/step':>9} {'syncs/step':>10}" if counts else ""))
     for k, w in wps.items():
-        print(f"{k:<34} {w:9.0f} {w / wps[ref]:18.3f}")
+        line = f"{k:<34} {w:9.0f} {w / wps[ref]:18.3f}"
+        if counts:
+            ops, syncs = counts[k]
+            line += f" {ops:9d} {'—' if syncs is None else syncs:>10}"
+        print(line)
     for v in variants:
         feed = wps[f"{v} loop+feed"]
         if f"{v} parallel" in wps:

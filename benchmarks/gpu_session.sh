@@ -41,7 +41,7 @@ if [[ "$PART" == speed ]]; then
 # lstm at the character shape, where PAG trained at 0.30× soft on the H200 (2026-11-28)
 step compiled_char 190 python3 "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1 --variants soft,acvi,pag,rpag --compile reduce-overhead,inductor
 step parallel_multi30k 80 python3 "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
-step parallel_word2 60 python3 "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2
+step parallel_word2 60 python3 "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2 --count
 step parallel_cnndm 150 python3 "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000 --compile reduce-overhead
 elif [[ "$PART" == runs ]]; then
 # recipe runs side by side (recipes/side_by_side.sh): PLAN (default the Multi30K plan), DEADLINE

@@ -546,6 +546,35 @@ def test_gpu_checks_2026_11_29_figures():
     guide.assert_ok()
 
 
+def test_attention_grid_figures():
+    """docs/results/attention_grid_2026-11-29: every trained cell's BLEU and perplexity on the
+    page and in BENCHMARKS, from its grid.json (which the report computed from the kept runs)."""
+    page = RESULTS / "attention_grid_2026-11-29"
+    src = "docs/results/attention_grid_2026-11-29/grid.json"
+    grid = json.loads((page / "grid.json").read_text(encoding="utf-8"))
+    done = [r for r in grid["rows"] if r["ours"]["status"] == "run"]
+    assert done, "no trained cell on the page"
+    doc, bench = Doc(page / "README.md"), Doc(REPO / "BENCHMARKS.md")
+    for r in done:
+        label = "none (no attention)" if r["scorer"] is None else f"{r['scorer']} ({r['config']})"
+        o = r["ours"]
+        doc.check_row("Tokenised BLEU (valid / test2016 / test2017) and validation perplexity",
+                      label, {1: f2(o["valid"]["mean"]), 2: f2(o["test2016"]["mean"]),
+                              3: f2(o["test2017"]["mean"]), 4: f2(o["valid_ppl"]["mean"])}, src)
+        short = "none" if r["scorer"] is None else label
+        bench.check_prose(re.escape(short) + rf" {N} / {N} / {N}",
+                          [f2(o[k]["mean"]) for k in ("valid", "test2016", "test2017")],
+                          f"grid cell {short}", src)
+    cells = {(r["scorer"], r["config"]): r["ours"] for r in done}
+    if ("additive", "i") in cells and ("key-value", "i") in cells:
+        a, k = cells["additive", "i"], cells["key-value", "i"]
+        doc.check_prose(rf"Key-value \(i\) trails additive \(i\) by {N} / {N} / {N} BLEU",
+                        [f2(a[s]["mean"] - k[s]["mean"]) for s in ("valid", "test2016", "test2017")],
+                        "key-value vs additive", src)
+    doc.assert_ok()
+    bench.assert_ok()
+
+
 def test_sparse_attention_training_figures():
     """docs/results/sparse_attention_training_2026-11-29: the decode-time swap, the score scale and
     the early dynamics, from the page's JSON files; its headline in BENCHMARKS, the overview and

@@ -34,6 +34,7 @@ coverage is recurrent), without fairseq's ``lstm``.
 """
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -64,7 +65,6 @@ def build(a, d, variant, feeding: int, parallel: bool, compile_mode: str = "none
 
 def step_counts(model, opt, b, device: str):
     """(operators, synchronisations or None off CUDA) of one training step of ``model``."""
-    import warnings
     with OperatorCount() as ops:
         elbo_train_step(model, opt, *b)
     if not str(device).startswith("cuda"):

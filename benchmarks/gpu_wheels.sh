@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wheels that benchmarks/gpu_session.sh carries to a lent GPU machine (Python 3.12, PyTorch
-# there, no package registry): fairseq-fixed and what it needs beyond that machine's own packages
-# (/work/.library/device/KINDS.md lists them). From the repository root, with a registry here:
+# there, no package registry): fairseq-fixed and what it needs beyond that machine's own packages.
+# From the repository root, with a registry here:
 #   bash benchmarks/gpu_wheels.sh        # -> .whl/ (ignored by git: .gitignore)
 # then name .whl in the device call's carry and set WHEELS=.whl there.
 set -euo pipefail

@@ -30,6 +30,10 @@ status="$LOGS/status.tsv"
 printf 'line\texit\tseconds\tcommand\n' > "$status"
 start=$SECONDS
 
+status_line() {  # status_line N EXIT SECONDS COMMAND: one line of status.tsv
+  printf '%s\t%s\t%s\t%s\n' "$@" >> "$status"
+}
+
 run_one() {  # run_one N COMMAND: the command under the time left, its exit status in status.tsv
   local n="$1" cmd="$2" t0=$SECONDS rc
   if [[ "$DEADLINE" -gt 0 ]]; then
@@ -40,7 +44,7 @@ run_one() {  # run_one N COMMAND: the command under the time left, its exit stat
     bash -c "$cmd" > "$LOGS/$n.log" 2>&1
   fi
   rc=$?
-  printf '%s\t%s\t%s\t%s\n' "$n" "$rc" "$(( SECONDS - t0 ))" "$cmd" >> "$status"
+  status_line "$n" "$rc" "$(( SECONDS - t0 ))" "$cmd"
 }
 
 n=0
@@ -48,7 +52,7 @@ for cmd in "${commands[@]}"; do
   n=$((n + 1))
   while [[ $(jobs -rp | wc -l) -ge "$JOBS" ]]; do wait -n; done
   if [[ "$DEADLINE" -gt 0 && $(( SECONDS - start )) -ge "$DEADLINE" ]]; then
-    printf '%s\t%s\t%s\t%s\n' "$n" "not started" 0 "$cmd" >> "$status"
+    status_line "$n" "not started" 0 "$cmd"
     continue
   fi
   echo "[recipe] $n: $cmd"

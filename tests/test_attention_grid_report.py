@@ -339,9 +339,9 @@ def test_the_recipes_report_stage_writes_both_reports(grid_runs, tmp_path):
     assert saved["refs_dir"] == f"{refs.parent}/raw"
 
 
-def test_a_grid_trained_in_two_sessions_reports_as_one(grid_runs, tmp_path):
-    """KEPT: the cells a first session trained and kept (its report's outputs/) count in a second
-    session's report as if trained there: the same grid, perplexities and intervals; a cell
+def test_a_grid_trained_in_two_parts_reports_as_one(grid_runs, tmp_path):
+    """KEPT: the cells of a first part, trained and kept (its report's outputs/), count in the second
+    part's report as if trained there: the same grid, perplexities and intervals; a cell
     decoded there is not trained again."""
     import shutil
     root, refs = grid_runs
@@ -351,11 +351,11 @@ def test_a_grid_trained_in_two_sessions_reports_as_one(grid_runs, tmp_path):
     first, second = tmp_path / "first" / "en_de", tmp_path / "second" / "en_de"
     for i, run in enumerate(sorted((root / "en_de").iterdir())):
         shutil.copytree(run, (first if i % 2 else second) / run.name)
-    session1 = tmp_path / "session1"
+    first_report = tmp_path / "first_report"
     proc = _recipe({"STAGE": "report", "RUNS": str(first.parent), "DATA_BIN": str(refs.parent),
-                    "REPORT_DIR": str(session1)}, tmp_path)
+                    "REPORT_DIR": str(first_report)}, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    kept = session1 / "outputs" / "en_de"
+    kept = first_report / "outputs" / "en_de"
     env = {"RUNS": str(second.parent), "DATA_BIN": str(refs.parent), "KEPT": str(kept)}
     proc = _recipe({**env, "STAGE": "report", "REPORT_DIR": str(tmp_path / "both")}, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -363,7 +363,7 @@ def test_a_grid_trained_in_two_sessions_reports_as_one(grid_runs, tmp_path):
     got = json.loads((tmp_path / "both" / "grid.json").read_text(encoding="utf-8"))
     assert got["rows"] == want["rows"] and got["claim"] == want["claim"]
     assert any(r["ours"]["valid_ppl"] for r in got["rows"] if r["variant"] == "soft-additive-i")
-    # a cell kept from the first session is not trained again (the trained ones are all kept:
+    # a cell kept from the first part is not trained again (the trained ones are all kept:
     # nothing is trained); a KEPT that is not a folder is refused naming it
     grid_cells = {"STAGE": "grid", "SCORERS": "additive multiplicative", "CONFIGS": "i ii iii"}
     both_kept = f"{kept} {tmp_path / 'both' / 'outputs' / 'en_de'}"

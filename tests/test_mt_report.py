@@ -372,7 +372,7 @@ def test_multi30k_runs_keep_their_heading_and_columns(fake_runs, tmp_path):
 def test_a_kept_run_folder_reads_as_the_run(tmp_path):
     """``keep_outputs`` keeps the report's lines of train.log (gzipped) beside the hypotheses, so a
     later report given the kept folder finds the same run: perplexity, best epoch, parameters,
-    end of training, speed and scores (runs of several sessions in one table)."""
+    end of training, speed and scores (runs of several machines in one table)."""
     import gzip
     run = make_run(tmp_path / "runs", "acvi", 3, [6.0, 4.0, 4.5], {"valid": 20.0, "test2016": 21.0},
                    kl=[7.0, 2.0, 1.0])
@@ -394,7 +394,7 @@ def test_a_kept_run_folder_reads_as_the_run(tmp_path):
 
 
 def test_a_kept_folder_is_kept_again_as_it_was(tmp_path):
-    """A report over an earlier report's kept folders (runs of another session) keeps them byte
+    """A report over an earlier report's kept folders (runs trained elsewhere) keeps them byte
     for byte, and a report written into the folder it reads leaves it alone."""
     run = make_run(tmp_path / "runs", "soft", 1, [5.0, 4.0], {"valid": 30.0})
     (run / "gen_valid.txt").write_text("S-0\tx\nH-0\t-0.5\tein hund .\n")

@@ -11,8 +11,8 @@ For each run read from a folder, ``OUT/outputs/<pair>/<variant>_seed<N>/`` recei
 * ``bleu_<decode>.json`` and ``run.json``, as the recipe wrote them;
 * ``train.log.gz``: the lines of the run's ``train.log`` that a report reads (the epochs'
   training and validation records, the parameter count, the end of training), gzip-compressed,
-  so that the kept folder is itself a run folder: a later report given it (with the runs of
-  another session) finds the same validation perplexity, best epoch and scores.
+  so that the kept folder is itself a run folder: a later report given it (with runs trained
+  elsewhere) finds the same validation perplexity, best epoch and scores.
 
 ``data_scripts/score_mt.py --gen outputs/en_de/acvi_seed1/gen_test2016.txt.gz --ref REF`` reads the
 kept file as it is (the package's text readers decompress a ``.gz`` name:

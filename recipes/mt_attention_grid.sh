@@ -24,6 +24,9 @@ CELL_ABLATE="${CELL_ABLATE:-0}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"   # as recipes/mt_multi30k.sh's; STAGE=report reads raw/
 REPORT_DIR="${REPORT_DIR:-}"
 KEPT="${KEPT:-}"   # earlier reports' kept run folders (REPORT_DIR/outputs/PAIR), space-separated
+ATTN_STATS="${ATTN_STATS:-1}"      # 1: each trained cell's attention statistics (sharpness, DROP-attn)
+STATS_SPLIT="${STATS_SPLIT:-valid}"
+KV_INNER="${KV_INNER:-multiplicative}"   # the key-value cells' --key-value-inner (grid stage only)
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 mt_process_defaults
 
@@ -37,6 +40,11 @@ check_choice INPUT_FEEDING 0 1
 check_int GRID_SEED
 check_int_list BEST_SEEDS ACVI_SEEDS
 check_choice CELL_ABLATE 0 1
+check_choice ATTN_STATS 0 1
+check_choice STATS_SPLIT valid test2016 test2017
+check_choice KV_INNER additive multiplicative scaled-dot
+[[ "$KV_INNER" == "multiplicative" || "$STAGE" == "grid" ]] \
+  || _check_fail KV_INNER "multiplicative (the grid's scorer of the keys) outside STAGE=grid" "$KV_INNER"
 for kept in $KEPT; do
   [[ -d "$kept" ]] || _check_fail KEPT "folders of kept run folders (an earlier REPORT_DIR/outputs/$PAIR)" "$KEPT"
 done
@@ -53,9 +61,15 @@ cell_args() {  # cell_args SCORER CONFIG: the fairseq-train options of a cell. (
   # Table 1 row "attn on encoder and decoder + self-attention": (ii) with self-attention added.
   # INPUT_FEEDING=0: seed 003's decoder reads only the previous word (its l. 115)
   local args="--input-feeding $INPUT_FEEDING --attention-type $1"
+  [[ "$1" == "key-value" && "$KV_INNER" != "multiplicative" ]] && args+=" --key-value-inner $KV_INNER"
   [[ "$2" == "ii" || "$2" == "iii" ]] && args+=" --attend-decoder-past"
   [[ "$2" == "iii" ]] && args+=" --self-attention-heads $HEADS"
   echo "$args"
+}
+cell_tag() {  # cell_tag SCORER CONFIG: the TAG of a grid cell's run (key-value-scaled-dot-i: a
+  # key-value cell with another scorer of its keys, KV_INNER, is a control outside seed 003's grid)
+  if [[ "$1" == "key-value" && "$KV_INNER" != "multiplicative" ]]; then echo "$1-$KV_INNER-$2"
+  else echo "$1-$2"; fi
 }
 cell_dir() {  # cell_dir CONTEXT TAG SEED: the run folder recipes/mt_multi30k.sh writes
   echo "$RUNS/$PAIR/${1}${2:+-$2}_seed$3"
@@ -85,7 +99,7 @@ case "$STAGE" in
   grid)
     [[ "$BASELINE" == "1" ]] && plan+=("none grid-none '$GRID_SEED' --input-feeding $INPUT_FEEDING")
     for s in $SCORERS; do for c in $CONFIGS; do
-      plan+=("soft $s-$c '$GRID_SEED' $(cell_args "$s" "$c")")
+      plan+=("soft $(cell_tag "$s" "$c") '$GRID_SEED' $(cell_args "$s" "$c")")
     done; done ;;
   seeds|acvi)
     if [[ "$DRY_RUN" == "1" && ! -d "$RUNS/$PAIR" ]]; then
@@ -113,7 +127,7 @@ case "$STAGE" in
 esac
 for line in ${plan[@]+"${plan[@]}"}; do echo "[recipe] plan: $line"; done
 recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS INPUT_FEEDING GRID_SEED BEST_SEEDS ACVI_SEEDS RUNS \
-  CELL_ABLATE DATA_BIN REPORT_DIR KEPT THREADS DEVICE PYTHON USER_DIR
+  CELL_ABLATE DATA_BIN REPORT_DIR KEPT ATTN_STATS STATS_SPLIT KV_INNER THREADS DEVICE PYTHON USER_DIR
 
 if [[ "$STAGE" == "report" ]]; then
   # mt_report's tables with every run's hypotheses kept, then seed 003's Table 1 beside the grid
@@ -127,6 +141,16 @@ if [[ "$STAGE" == "report" ]]; then
   exit 0
 fi
 
+attention_stats() {  # attention_stats RUN_DIR: the attention of the run's best checkpoint, decoded over
+  # STATS_SPLIT with the recipe's beam (docs/method.md §3.5; kept by the report beside the hypotheses)
+  local out="$1/attention_stats_$STATS_SPLIT.json"
+  [[ "$ATTN_STATS" == "1" && -f "$1/checkpoint_best.pt" && ! -f "$out" ]] || return 0
+  "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$1/checkpoint_best.pt" \
+    --subset "$STATS_SPLIT" --beam "${BEAM:-10}" --max-len-a 2 --max-len-b 10 --out "$out.tmp" > /dev/null
+  mv "$out.tmp" "$out"
+  echo "[recipe] attention statistics: $out"
+}
+
 for line in "${plan[@]}"; do
   eval "cell=($line)"                     # CONTEXT TAG SEEDS ARGS...
   context="${cell[0]}" tag="${cell[1]}" seeds="${cell[2]}"
@@ -139,8 +163,11 @@ for line in "${plan[@]}"; do
     done
     [[ -n "$done_in" ]] && echo "[recipe] kept: $done_in" || todo+=" $seed"
   done
-  [[ -z "$todo" ]] && continue
-  CONTEXT="$context" TAG="$tag" SEEDS="${todo# }" PAIR="$PAIR" RUNS="$RUNS" ABLATE="$CELL_ABLATE" \
-    DATA_BIN="$DATA_BIN" bash "$(dirname "$0")/mt_multi30k.sh" "${cell[@]:3}"
+  if [[ -n "$todo" ]]; then
+    CONTEXT="$context" TAG="$tag" SEEDS="${todo# }" PAIR="$PAIR" RUNS="$RUNS" ABLATE="$CELL_ABLATE" \
+      DATA_BIN="$DATA_BIN" bash "$(dirname "$0")/mt_multi30k.sh" "${cell[@]:3}"
+  fi
+  [[ "$context" == "none" ]] && continue  # no attention to measure
+  for seed in $seeds; do attention_stats "$(cell_dir "$context" "$tag" "$seed")"; done
 done
 echo "[recipe] done: STAGE=$STAGE, $RUNS/$PAIR"

@@ -318,7 +318,7 @@ def test_no_grid_runs_is_a_clear_error(tmp_path, capsys):
 
 def _recipe(env_extra, cwd):
     env = {k: v for k, v in os.environ.items() if k not in {"DRY_RUN", "REPORT_DIR", "DATA_BIN", "RUNS"}}
-    env.update(PYTHON=sys.executable, **env_extra)
+    env.update({"PYTHON": sys.executable, **env_extra})
     return subprocess.run(["bash", str(REPO / "recipes" / "mt_attention_grid.sh")], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -372,3 +372,54 @@ def test_a_grid_trained_in_two_parts_reports_as_one(grid_runs, tmp_path):
     assert proc.stdout.count("[recipe] kept: ") == 7 and "[recipe] done: STAGE=grid" in proc.stdout
     proc = _recipe({**env, **grid_cells, "KEPT": str(tmp_path / "nowhere")}, tmp_path)
     assert proc.returncode == 2 and "[recipe] error: KEPT must be" in proc.stderr
+
+
+def test_the_grid_stage_measures_the_attention_of_each_trained_cell(grid_runs, tmp_path):
+    """ATTN_STATS=1 (the default): every cell of the plan with a best checkpoint here and no
+    statistics yet gets attention_stats over STATS_SPLIT with the recipe's beam; a cell without a
+    checkpoint (kept elsewhere), the no-attention baseline and a measured cell are left alone."""
+    root, refs = grid_runs
+    cell = root / "en_de" / "soft-additive-i_seed1"
+    for run in (cell, root / "en_de" / "none-grid-none_seed1"):
+        (run / "checkpoint_best.pt").write_bytes(b"")
+    stub = tmp_path / "python"          # records its arguments and writes the --out file
+    stub.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls.log"\n'
+                    'while [[ $# -gt 0 ]]; do [[ "$1" == --out ]] && echo \'{"entropy": 0.5}\' > "$2"; '
+                    'shift; done\n')
+    stub.chmod(0o755)
+    env = {"STAGE": "grid", "RUNS": str(root), "DATA_BIN": str(refs.parent), "SCORERS": "additive",
+           "CONFIGS": "i ii", "PYTHON": str(stub)}
+    proc = _recipe(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert len(calls) == 1, calls
+    assert calls[0].startswith("-m fairseq_acvi.metrics.attention_stats --data ")
+    assert f"--path {cell}/checkpoint_best.pt --subset valid --beam 10 " in calls[0]
+    out = cell / "attention_stats_valid.json"
+    assert json.loads(out.read_text()) == {"entropy": 0.5} and not out.with_suffix(".json.tmp").exists()
+    assert f"[recipe] attention statistics: {out}" in proc.stdout
+    assert _recipe(env, tmp_path).returncode == 0                  # measured: not again
+    out.unlink()
+    assert _recipe({**env, "ATTN_STATS": "0"}, tmp_path).returncode == 0
+    assert len((tmp_path / "calls.log").read_text().splitlines()) == 1 and not out.exists()
+    proc = _recipe({**env, "STATS_SPLIT": "test2016", "BEAM": "4"}, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--subset test2016 --beam 4 " in (tmp_path / "calls.log").read_text().splitlines()[-1]
+    assert (cell / "attention_stats_test2016.json").is_file()
+
+
+def test_a_key_value_control_is_a_cell_of_its_own(tmp_path):
+    """KV_INNER: the key-value cells with another scorer of their keys, in run folders of their own
+    (seed 003's cells keep their names); the other scorers' cells are unchanged; grid stage only."""
+    env = {"DRY_RUN": "1", "STAGE": "grid", "SCORERS": "additive key-value", "CONFIGS": "i",
+           "BASELINE": "0", "KV_INNER": "scaled-dot"}
+    proc = _recipe(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    plan = [line for line in proc.stdout.splitlines() if line.startswith("[recipe] plan: ")]
+    assert plan == ["[recipe] plan: soft additive-i '1' --input-feeding 0 --attention-type additive",
+                    "[recipe] plan: soft key-value-scaled-dot-i '1' --input-feeding 0 --attention-type "
+                    "key-value --key-value-inner scaled-dot"]
+    proc = _recipe({**env, "KV_INNER": "multiplicative"}, tmp_path)
+    assert "[recipe] plan: soft key-value-i '1' --input-feeding 0 --attention-type key-value\n" in proc.stdout
+    proc = _recipe({**env, "STAGE": "seeds"}, tmp_path)
+    assert proc.returncode == 2 and "KV_INNER must be multiplicative" in proc.stderr

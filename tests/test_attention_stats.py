@@ -2,11 +2,13 @@
 fraction and DROP-attn of attention matrices, and the command line on an attention.json and on a
 checkpoint decoded over a subset."""
 import json
+import math
 
 import pytest
 
-from fairseq_acvi.metrics.attention_stats import (attention_drop, drop_score, main, rep_score,
-                                                  rep_sentence, summarize, zero_fraction)
+from fairseq_acvi.metrics.attention_stats import (attention_drop, attention_sharpness, drop_score,
+                                                  main, rep_score, rep_sentence, summarize,
+                                                  zero_fraction)
 
 
 def test_rep_counts_repeated_bigrams_beyond_the_reference_and_doubled_words_twice():
@@ -48,6 +50,19 @@ def test_zero_fraction_and_attention_drop():
     assert stats["rep"] == 2.0                              # (x, x) doubled: w₂ · 1
 
 
+def test_sharpness_is_zero_for_one_hot_rows_and_log_n_for_uniform_ones():
+    one_hot = [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+    uniform = [[0.25] * 4]
+    assert attention_sharpness([one_hot]) == (0.0, 2.0, 2)
+    entropy, largest, rows = attention_sharpness([uniform])
+    assert entropy == pytest.approx(math.log(4)) and largest == 0.25 and rows == 1
+    # [0.5, 0.5, 0]: log 2 nats, 0 log 0 counted as 0
+    stats = summarize([{"attn": one_hot + uniform + [[0.5, 0.5, 0.0]], "hypothesis": ["x"]}])
+    assert stats["steps"] == 4
+    assert stats["entropy"] == pytest.approx((math.log(4) + math.log(2)) / 4)
+    assert stats["max_weight"] == pytest.approx((1 + 1 + 0.25 + 0.5) / 4)
+
+
 def test_command_line_on_an_attention_json(tmp_path, capsys):
     records = {"sentences": [
         {"id": 1, "source": ["a", "b", "</s>"], "hypothesis": ["y", "y", "</s>"],
@@ -66,6 +81,7 @@ def test_command_line_on_an_attention_json(tmp_path, capsys):
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats == json.loads(capsys.readouterr().out)
     assert stats["zero_fraction"] == 6 / 13
+    assert stats["steps"] == 5 and stats["max_weight"] == pytest.approx((3 + 0.6 + 0.8) / 5)
     assert (stats["drop_attn_words"], stats["source_words"]) == (1, 3)     # word "b"
     assert stats["rep"] == 2.0 and stats["reference_words"] == 4           # "y y" vs "y x"
     assert stats["drop"] == pytest.approx(100 / 3)

@@ -565,14 +565,54 @@ def test_attention_grid_figures():
         bench.check_prose(re.escape(short) + rf" {N} / {N} / {N}",
                           [f2(o[k]["mean"]) for k in ("valid", "test2016", "test2017")],
                           f"grid cell {short}", src)
+        kept = page / "outputs" / "en_de" / f"{r['variant']}_seed1" / "attention_stats_valid.json"
+        if r["scorer"] is not None and kept.is_file():
+            st = json.loads(kept.read_text(encoding="utf-8"))
+            doc.check_row("the mean entropy of a decoded step's attention", label,
+                          {5: f2(st["entropy"]), 6: f2(st["max_weight"]), 7: f"{st['drop_attn']:.1f}"},
+                          str(kept.relative_to(REPO)))
     cells = {(r["scorer"], r["config"]): r["ours"] for r in done}
     if ("additive", "i") in cells and ("key-value", "i") in cells:
         a, k = cells["additive", "i"], cells["key-value", "i"]
         doc.check_prose(rf"Key-value \(i\) trails additive \(i\) by {N} / {N} / {N} BLEU",
                         [f2(a[s]["mean"] - k[s]["mean"]) for s in ("valid", "test2016", "test2017")],
                         "key-value vs additive", src)
+    if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
+        _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
     doc.assert_ok()
     bench.assert_ok()
+
+
+def _check_key_value_diagnosis(doc, kept):
+    """The key-value (i) paragraph of the attention grid page: the perplexities of the kept
+    training logs and the attention statistics kept beside each (i) cell."""
+    from fairseq_acvi.mt_eval.logs import parse_train_log
+    others = ("additive", "multiplicative", "scaled-dot")
+    ppl = {s: {e: r["ppl"] for e, r in parse_train_log(str(kept / f"soft-{s}-i_seed1" / "train.log.gz"))
+               ["valid"].items()} for s in others + ("key-value",)}
+    st = {s: json.loads((kept / f"soft-{s}-i_seed1" / "attention_stats_valid.json").read_text())
+          for s in others + ("key-value",)}
+    kv_last = max(ppl["key-value"])
+    near = min(ppl["additive"], key=lambda e: abs(ppl["additive"][e] - ppl["key-value"][kv_last]))
+    fall = {s: 100 * (1 - ppl[s][max(ppl[s])] / ppl[s][max(ppl[s]) - 1]) for s in ppl}
+    src = "the kept train.log.gz and attention_stats_valid.json of the (i) cells"
+    doc.check_prose(rf"after {N} epochs, {N}, is additive's after {N} \({N}\), and it still fell by "
+                    rf"{N} % in the last epoch, against ({NN}-{NN}) %",
+                    [str(kv_last), f2(ppl["key-value"][kv_last]), str(near), f2(ppl["additive"][near]),
+                     f"{fall['key-value']:.1f}",
+                     f"{min(fall[s] for s in others):.1f}-{max(fall[s] for s in others):.1f}"],
+                    "key-value's training speed", src)
+    doc.check_prose(rf"{N} nats of entropy per decoded step \(multiplicative {N}, scaled-dot {N}, "
+                    rf"additive {N}\), a largest weight of {N} on average, and {N} % of its softmax "
+                    rf"weights exactly 0",
+                    [f2(st[s]["entropy"]) for s in ("key-value", "multiplicative", "scaled-dot", "additive")]
+                    + [f2(st["key-value"]["max_weight"]), f"{100 * st['key-value']['zero_fraction']:.1f}"],
+                    "key-value's attention", src)
+    assert all(st[s]["zero_fraction"] == 0.0 for s in others), "the page says: none for the other three"
+    doc.check_prose(rf"is {N} % against ({NN}-{NN}) %",
+                    [f"{st['key-value']['drop_attn']:.1f}",
+                     f"{min(st[s]['drop_attn'] for s in others):.1f}-{max(st[s]['drop_attn'] for s in others):.1f}"],
+                    "key-value's DROP-attn", src)
 
 
 def test_sparse_attention_training_figures():

@@ -118,6 +118,8 @@ def _run_folder(folder, with_gen=True):
 
 def test_mt_report_keeps_the_hypotheses_of_every_decode(tmp_path, capsys):
     lines = _run_folder(tmp_path / "runs" / "acvi_seed2")
+    stats = '{"entropy": 0.5, "max_weight": 0.8}'
+    (tmp_path / "runs" / "acvi_seed2" / "attention_stats_valid.json").write_text(stats, encoding="utf-8")
     ref = tmp_path / "valid.de"
     ref.write_text("ein hund läuft .\nzwei männer sitzen auf einer bank .\neine frau liest .\n",
                    encoding="utf-8")
@@ -125,7 +127,9 @@ def test_mt_report_keeps_the_hypotheses_of_every_decode(tmp_path, capsys):
     argv = [str(tmp_path / "runs"), "--out-dir", str(out), "--no-charts", "--keep-outputs"]
     assert mt_report.main(argv) == 0
     kept = out / "outputs" / "en_de" / "acvi_seed2"
-    assert sorted(p.name for p in kept.iterdir()) == ["bleu_valid.json", "gen_valid.txt.gz", "run.json"]
+    assert sorted(p.name for p in kept.iterdir()) == ["attention_stats_valid.json", "bleu_valid.json",
+                                                      "gen_valid.txt.gz", "run.json"]
+    assert (kept / "attention_stats_valid.json").read_text(encoding="utf-8") == stats
     assert "Decoded outputs of 1 run (hypotheses" in (out / "report.md").read_text(encoding="utf-8")
     with gzip.open(kept / "gen_valid.txt.gz", "rt", encoding="utf-8") as f:
         assert f.read().splitlines() == [x for x in lines if x.startswith("H-")]

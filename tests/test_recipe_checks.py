@@ -59,6 +59,8 @@ BAD = {
     "mt_attention_grid.sh": [({"HEADS": "two"}, "HEADS"), ({"BEST_SEEDS": "1 two"}, "BEST_SEEDS"),
                              ({"STAGE": "all"}, "STAGE"), ({"SCORERS": "dot"}, "SCORERS"),
                              ({"INPUT_FEEDING": "yes"}, "INPUT_FEEDING"),
+                             ({"ATTN_STATS": "yes"}, "ATTN_STATS"), ({"STATS_SPLIT": "test"}, "STATS_SPLIT"),
+                             ({"KV_INNER": "dot"}, "KV_INNER"),
                              ({"STAGE": "report", "REPORT_DIR": ""}, "REPORT_DIR"),
                              ({"STAGE": "report", "REPORT_DIR": "runs/mt_attention_grid/en_de/report"},
                               "REPORT_DIR")],

@@ -19,6 +19,9 @@
   unit of attention was, in the attention's own account, not translated. It reads the model's
   attention, so it compares models whose attention means alignment (it is not comparable with an
   aligner's DROP, and a model can translate a word without attending to it).
+* **sharpness**: the mean entropy of a step's attention, −Σ_j a_tj log a_tj in nats (0 for a
+  one-hot row, log N for a uniform one), and the mean largest weight max_j a_tj, both over every
+  decoded step, pooled over the corpus (:func:`attention_sharpness`).
 
 Input: the ``attention.json`` of ``python -m fairseq_acvi.cli.attention_pictures`` (records with
 ``source``, ``hypothesis``, ``attn`` (T × N) and, when written by this module, ``reference``), or a
@@ -29,8 +32,9 @@ checkpoint decoded here over a whole subset::
         --subset test --beam 5 --post-process sentencepiece --out stats.json
 
 ``--model-overrides "{'attention_normalizer': 'sparsemax'}"`` decodes a trained model with another
-normaliser (no retraining). It prints (and with ``--out`` writes) one JSON object: ``zero_fraction``, ``rep``, ``rep_per_100``,
-``drop_attn`` (percent), the counts behind them and, with ``--src-ref-align`` /
+normaliser (no retraining). It prints (and with ``--out`` writes) one JSON object:
+``zero_fraction``, ``entropy``, ``max_weight``, ``rep``, ``rep_per_100``, ``drop_attn``
+(percent), the counts behind them and, with ``--src-ref-align`` /
 ``--src-hyp-align``, ``drop``.
 """
 from __future__ import annotations
@@ -38,6 +42,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import sys
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Sequence
@@ -79,6 +84,19 @@ def attention_drop(matrices: Iterable[Sequence[Sequence[float]]], threshold: flo
             if sum(row[j] for row in m) < threshold:
                 dropped += 1
     return dropped, words
+
+
+def attention_sharpness(matrices: Iterable[Sequence[Sequence[float]]]) -> tuple:
+    """(Σ_t entropy of row t in nats, Σ_t max_j a_tj, #rows) over every T × N matrix; a weight
+    of 0 adds nothing to the entropy (0 log 0 = 0)."""
+    entropy = largest = 0.0
+    rows = 0
+    for m in matrices:
+        for row in m:
+            entropy -= sum(a * math.log(a) for a in row if a > 0.0)
+            largest += max(row)
+            rows += 1
+    return entropy, largest, rows
 
 
 # -- repetitions ------------------------------------------------------------------------------------
@@ -143,7 +161,10 @@ def summarize(records: Sequence[Dict], refs: Optional[Sequence[Sequence[str]]] =
     ``hypothesis``; ``reference`` or ``refs`` given separately, token lists)."""
     mats = [r["attn"] for r in records if r.get("attn") is not None]
     dropped, words = attention_drop(mats, threshold)
+    entropy, largest, steps = attention_sharpness(mats)
     out = {"sentences": len(records), "zero_fraction": zero_fraction(mats),
+           "entropy": entropy / steps if steps else float("nan"),
+           "max_weight": largest / steps if steps else float("nan"), "steps": steps,
            "drop_attn": 100.0 * dropped / words if words else float("nan"),
            "drop_attn_words": dropped, "source_words": words, "drop_attn_threshold": threshold}
     if refs is None and records and all("reference" in r for r in records):

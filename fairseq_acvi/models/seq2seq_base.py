@@ -44,7 +44,7 @@ from fairseq_acvi.modules.seq2seq.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.seq2seq.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
 from fairseq_acvi.modules.seq2seq.lstm_encoder import ABLATIONS
 from fairseq_acvi.modules.seq2seq.output_layers import OutputLayer, VocabularyOutput
-from fairseq_acvi.modules.context.scorers import SCORERS
+from fairseq_acvi.modules.context.scorers import INNER_SCORERS, SCORERS
 from fairseq_acvi.modules.seq2seq.self_attention import check_heads
 
 #: the package-wide default of every seq2seq model option (a model's base architecture overrides
@@ -53,7 +53,8 @@ from fairseq_acvi.modules.seq2seq.self_attention import check_heads
 SEQ2SEQ_DEFAULTS = dict(
     dropout=0.2, encoder_embed_dim=256, encoder_hidden_size=256, encoder_layers=2,
     decoder_embed_dim=256, decoder_hidden_size=256, decoder_layers=2,
-    attention_type="multiplicative", attention_dim=256, share_decoder_input_output_embed=False,
+    attention_type="multiplicative", attention_dim=256, key_value_inner="multiplicative",
+    share_decoder_input_output_embed=False,
     init_scale=DEFAULT_INIT_SCALE, context_ablation="none",
     max_source_positions=1024, max_target_positions=1024,
     attend_decoder_past=False, self_attention_heads=0, input_feeding=1,
@@ -77,6 +78,9 @@ def add_seq2seq_args(parser):
     parser.add_argument("--attention-type", choices=SCORERS, help="attention scorer (docs/method.md §1)")
     parser.add_argument("--attention-dim", type=int, metavar="N",
                         help="projection size of additive / scaled-dot scorers")
+    parser.add_argument("--key-value-inner", choices=INNER_SCORERS,
+                        help="with --attention-type key-value: the scorer of the keys "
+                             "(docs/method.md §1; default multiplicative)")
     parser.add_argument("--share-decoder-input-output-embed", action="store_true")
     parser.add_argument("--input-feeding", type=int, choices=[0, 1], metavar="0|1",
                         help="1 (default, Luong et al.'s input feeding): the previous step's "
@@ -116,6 +120,7 @@ def seq2seq_defaults(args, **overrides):
     then :data:`SEQ2SEQ_DEFAULTS` and the context-inference variants' defaults; the per-side
     dropouts from ``--dropout``, the attentional hidden size from the decoder's. Checks
     ``--context-ablation``, ``--mc-samples``, ``--attend-decoder-past`` (a switch),
+    ``--key-value-inner`` (with the key-value scorer only),
     ``--self-attention-heads`` (a whole number ≥ 0 dividing the decoder's size) and that no
     option of another context inference is given (:func:`check_options_apply`). Options
     loaded from a checkpoint older than an option keep the value it was trained with
@@ -145,6 +150,10 @@ def seq2seq_defaults(args, **overrides):
                          f"{args.attend_decoder_past!r}")
     check_heads(args.self_attention_heads, {"--decoder-hidden-size": args.decoder_hidden_size})
     check_mode(args.compile_decoder_step)
+    inner = args.key_value_inner
+    if inner != SEQ2SEQ_DEFAULTS["key_value_inner"] and args.attention_type != "key-value":
+        raise ValueError(f"--key-value-inner {inner} applies to --attention-type "
+                         f"key-value only, not {args.attention_type}")
 
 
 def check_dictionary_sizes(model, state_dict):

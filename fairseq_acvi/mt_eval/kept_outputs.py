@@ -8,7 +8,8 @@ For each run read from a folder, ``OUT/outputs/<pair>/<variant>_seed<N>/`` recei
   hypotheses, BPE removed, in the file's order), gzip-compressed with a zero timestamp so that the
   same outputs always give the same bytes; the other lines (source, target, positional scores)
   are dropped, they can be rebuilt from the data and the hypothesis;
-* ``bleu_<decode>.json`` and ``run.json``, as the recipe wrote them;
+* ``bleu_<decode>.json``, ``run.json`` and any ``attention_stats_<split>.json`` (the attention's
+  sharpness and DROP-attn, :mod:`fairseq_acvi.metrics.attention_stats`), as the recipe wrote them;
 * ``train.log.gz``: the lines of the run's ``train.log`` that a report reads (the epochs'
   training and validation records, the parameter count, the end of training), gzip-compressed,
   so that the kept folder is itself a run folder: a later report given it (with runs trained
@@ -56,6 +57,8 @@ def keep_outputs(runs: List[dict], out_dir: str) -> List[str]:
             continue
         os.makedirs(dest, exist_ok=True)
         shutil.copyfile(os.path.join(run_dir, "run.json"), os.path.join(dest, "run.json"))
+        for stats in sorted(glob.glob(os.path.join(run_dir, "attention_stats_*.json"))):
+            shutil.copyfile(stats, os.path.join(dest, os.path.basename(stats)))
         log = os.path.join(run_dir, "train.log")
         if os.path.isfile(log):
             write_gzip_text(os.path.join(dest, "train.log.gz"), report_lines(log))

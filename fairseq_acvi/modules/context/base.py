@@ -206,11 +206,12 @@ class ContextInference(nn.Module):
     @classmethod
     def build_scorer(cls, args, query_dim: int, key_dim: int, coverage: bool = False) -> Scorer:
         """The attention scorer the decoder builds for this variant (docs/method.md §1):
-        ``--attention-type`` over ``key_dim``-d annotations, with the coverage term when
-        ``coverage``. A variant that attends to nothing (``none``) returns a scorer without
-        parameters."""
+        ``--attention-type`` (and ``--key-value-inner``) over ``key_dim``-d annotations, with the
+        coverage term when ``coverage``. A variant that attends to nothing (``none``) returns a
+        scorer without parameters."""
         return build_scorer(args.attention_type, query_dim, key_dim, args.attention_dim,
-                            coverage=coverage)
+                            coverage=coverage,
+                            inner=getattr(args, "key_value_inner", "multiplicative"))
 
     # -- once per batch ------------------------------------------------------------------------
     def prepare(self, mem: Memory, enc_final: Tensor, target_emb: Optional[Tensor] = None,

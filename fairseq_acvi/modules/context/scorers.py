@@ -28,6 +28,9 @@ from torch import Tensor
 from fairseq_acvi.modules.precision import at_least_float32
 
 SCORERS = ("additive", "multiplicative", "scaled-dot", "key-value")
+#: the scorers the key-value scorer can apply to its keys (``--key-value-inner``; seed 003: "f_att
+#: can be any of the previously mentioned attention functions")
+INNER_SCORERS = ("additive", "multiplicative", "scaled-dot")
 #: the additive scorer's pre-activations (B, t, N, a) for t steps at once stay under this many
 #: elements when it scores every step of a teacher-forced pass (:meth:`AdditiveScorer.score_steps`)
 _STEP_CHUNK_ELEMENTS = 1 << 22
@@ -157,11 +160,15 @@ class ScaledDotScorer(Scorer):
 
 
 class KeyValueScorer(Scorer):
-    """[k_i; v_i] = T h_i; scores from an inner scorer on k_i, contexts from v_i (seed 003)."""
+    """[k_i; v_i] = T h_i; scores from an inner scorer (``inner``, one of :data:`INNER_SCORERS`)
+    on k_i, contexts from v_i (seed 003)."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int, coverage: bool = False,
                  inner: str = "multiplicative"):
         super().__init__()
+        if inner not in INNER_SCORERS:
+            raise ValueError(f"--key-value-inner: unknown scorer {inner!r}; choose from "
+                             f"{', '.join(INNER_SCORERS)}")
         self.T = nn.Linear(key_dim, 2 * key_dim, bias=False)
         self.inner = build_scorer(inner, query_dim, key_dim, attn_dim, coverage)
         self.value_dim = key_dim
@@ -203,12 +210,15 @@ _CLASSES = {
 
 
 def build_scorer(name: str, query_dim: int, key_dim: int, attn_dim: int,
-                 coverage: bool = False) -> Scorer:
-    """Build a scorer by name; unknown names raise a ValueError listing the choices."""
+                 coverage: bool = False, inner: str = "multiplicative") -> Scorer:
+    """Build a scorer by name (``inner``: the key-value scorer's scorer of its keys, ignored by
+    the others); unknown names raise a ValueError listing the choices."""
     if name not in _CLASSES:
         raise ValueError(f"--attention-type: unknown scorer {name!r}; choose from {', '.join(SCORERS)}")
     if coverage and name != "additive":
         raise ValueError("the coverage feature exists only for --attention-type additive (docs/method.md §1)")
+    if name == "key-value":
+        return KeyValueScorer(query_dim, key_dim, attn_dim, coverage=coverage, inner=inner)
     return _CLASSES[name](query_dim, key_dim, attn_dim, coverage=coverage)
 
 

@@ -148,7 +148,8 @@ class ContextLSTMDecoder(DecoderPasses, DecoderState, FairseqIncrementalDecoder)
         # others, models/seq2seq_base.py); when off nothing is built
         heads = getattr(args, "self_attention_heads", 0) or 0
         self.self_attn = (SelfAttentionBlock(H, heads, self.dropout_out) if heads else None)
-        self.past_attn = (DecoderPastAttention(args.attention_type, H, args.attention_dim)
+        self.past_attn = (DecoderPastAttention(args.attention_type, H, args.attention_dim,
+                                               getattr(args, "key_value_inner", "multiplicative"))
                           if getattr(args, "attend_decoder_past", False) else None)
         #: size of u_t, the decoder output the prediction reads: [q_t ; d_t] with (ii), else q_t
         self.pred_dim = H + (self.past_attn.value_dim if self.past_attn is not None else 0)

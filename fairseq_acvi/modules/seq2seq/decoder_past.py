@@ -32,12 +32,14 @@ from fairseq_acvi.modules.context.scorers import Memory, build_scorer, masked_so
 
 
 class DecoderPastAttention(nn.Module):
-    """f_att of ``--attention-type`` between the query q_t (B, dim) and the past states
-    (module docstring). ``value_dim``: the size of d_t (``dim``, the key-value scorer's too)."""
+    """f_att of ``--attention-type`` (and ``--key-value-inner``) between the query q_t (B, dim)
+    and the past states (module docstring). ``value_dim``: the size of d_t (``dim``, the
+    key-value scorer's too)."""
 
-    def __init__(self, attention_type: str, dim: int, attn_dim: int):
+    def __init__(self, attention_type: str, dim: int, attn_dim: int,
+                 inner: str = "multiplicative"):
         super().__init__()
-        self.scorer = build_scorer(attention_type, dim, dim, attn_dim)
+        self.scorer = build_scorer(attention_type, dim, dim, attn_dim, inner=inner)
         self.dim = dim
         self.value_dim = self.scorer.value_dim
 

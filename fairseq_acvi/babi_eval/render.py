@@ -16,6 +16,7 @@ from fairseq_acvi.babi_eval.build import make_task, setup_args, t_embed_dim
 from fairseq_acvi.babi_eval.checkpoint import ckpt_name, load_model
 from fairseq_acvi.babi_eval.evaluate import UNCERTAINTY_NAMES, UNCERTAINTY_SAMPLES
 from fairseq_acvi.babi_eval.results import check_variant, data_variant, load_json
+from fairseq_acvi.charts import save_chart
 from fairseq_acvi.published import BABI_JOINT, BABI_TASK_NAMES, babi_single_published
 
 
@@ -189,7 +190,7 @@ def chart(out_dir: str, results: dict, published: dict, setup: str,
     ax.legend(fontsize=6, ncol=3, loc="lower left")
     fig.tight_layout()
     name = f"babi_accuracy_{setup}.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
+    save_chart(fig, os.path.join(out_dir, name), dpi=120)
     plt.close(fig)
     return name
 

@@ -7,6 +7,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from fairseq_acvi.charts import save_chart
+
 
 def fmt(x, digits=3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
@@ -82,8 +84,7 @@ def plots(results: Dict[str, dict], stats: Dict[str, Dict[str, np.ndarray]], out
     hx.set_xlabel("confidence max_v p̄(v)")
     hx.set_ylabel("share of tokens")
     fig.tight_layout()
-    path = os.path.join(out_dir, "reliability.png")
-    fig.savefig(path, dpi=120)
+    path = save_chart(fig, os.path.join(out_dir, "reliability.png"), dpi=120)
     plt.close(fig)
     written.append(path)
 
@@ -105,8 +106,7 @@ def plots(results: Dict[str, dict], stats: Dict[str, Dict[str, np.ndarray]], out
             ax.set_ylabel("share of the right / wrong tokens")
             ax.legend(fontsize=8)
         fig.tight_layout()
-        path = os.path.join(out_dir, "mutual_information.png")
-        fig.savefig(path, dpi=120)
+        path = save_chart(fig, os.path.join(out_dir, "mutual_information.png"), dpi=120)
         plt.close(fig)
         written.append(path)
     return written

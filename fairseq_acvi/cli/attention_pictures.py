@@ -29,6 +29,8 @@ from typing import Dict, List
 
 import torch
 
+from fairseq_acvi.charts import save_chart
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -133,7 +135,7 @@ def draw(record: Dict, path: str, title: str) -> None:
     bottom.set_xticklabels(hyp, fontsize=7, rotation=90)
     bottom.set_xlabel("output")
     ax.set_title(title, fontsize=9)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    save_chart(fig, path, dpi=130, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -5,6 +5,7 @@ import re
 import sys
 from typing import Dict, List, Optional
 
+from fairseq_acvi.charts import save_chart
 from fairseq_acvi.mt_eval.runs import ABLATIONS, pair_splits
 from fairseq_acvi.mt_eval.summary import (PAIRED_BASE, base_candidates, is_finished, paired,
                                            paired_base)
@@ -289,7 +290,7 @@ def charts(runs: List[dict], agg: dict, out_dir: str) -> List[str]:
 
 def _save(fig, out_dir, name, plt) -> str:
     path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=110)
+    save_chart(fig, path, dpi=110)
     plt.close(fig)
     return path
 

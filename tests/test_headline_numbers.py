@@ -609,6 +609,14 @@ def _check_key_value_diagnosis(doc, kept):
                     + [f2(st["key-value"]["max_weight"]), f"{100 * st['key-value']['zero_fraction']:.1f}"],
                     "key-value's attention", src)
     assert all(st[s]["zero_fraction"] == 0.0 for s in others), "the page says: none for the other three"
+    scale = json.loads((kept.parents[1] / "score_scale_i.json").read_text())["checkpoints"]
+    spread = {s: v["score_std_median"] for k, v in scale.items() for s in others + ("key-value",)
+              if f"/soft-{s}-i_seed1/" in k}
+    assert len(spread) == 4, sorted(scale)
+    doc.check_prose(rf"has a median of {N}, against {N} \(multiplicative\), {N} \(scaled-dot\) and {N} "
+                    rf"\(additive\)", [f2(spread[s]) for s in ("key-value", "multiplicative", "scaled-dot",
+                                                               "additive")],
+                    "key-value's score spread", "docs/results/attention_grid_2026-11-29/score_scale_i.json")
     doc.check_prose(rf"is {N} % against ({NN}-{NN}) %",
                     [f"{st['key-value']['drop_attn']:.1f}",
                      f"{min(st[s]['drop_attn'] for s in others):.1f}-{max(st[s]['drop_attn'] for s in others):.1f}"],

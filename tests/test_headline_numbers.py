@@ -722,11 +722,17 @@ def test_sparse_attention_training_figures():
                     signed(trained["paired"]["high"])], "trained sparsemax", src)
     ov.check_prose(rf"Trained, {N} % of the sparsemax model's steps attend to one word", [one_word],
                    "one-word steps", src)
+    readme = Doc(README)
+    readme.check_prose(rf"trained with sparsemax, {N} valid BLEU behind softmax \(\[{N}, {N}\]\); softmax "
+                       rf"models decoded with sparsemax instead lose {N} on average: the deficit is made in "
+                       rf"training \({N} % of its steps attend to one word",
+                       [f2(-trained["paired"]["delta"]), signed(trained["paired"]["low"]),
+                        signed(trained["paired"]["high"]), f2(sp), one_word], "README's row", src)
     zeros = load("posthoc/stats_softmax_decoded_sparsemax.json")["zero_fraction"]
     guide = Doc(GUIDE)
     guide.check_prose(rf"gives sparse attention \({N} % exact zeros\) at softmax's BLEU",
                       [f"{100 * zeros:.0f}"], "zeros of the swap", src)
-    for d in (doc, bench, ov, guide):
+    for d in (doc, bench, ov, guide, readme):
         d.assert_ok()
 
 

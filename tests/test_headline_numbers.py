@@ -577,6 +577,17 @@ def test_attention_grid_figures():
         doc.check_prose(rf"Key-value \(i\) trails additive \(i\) by {N} / {N} / {N} BLEU",
                         [f2(a[s]["mean"] - k[s]["mean"]) for s in ("valid", "test2016", "test2017")],
                         "key-value vs additive", src)
+    if (None, None) in cells:
+        from fairseq_acvi.mt_eval.logs import parse_train_log
+        t16 = [o["test2016"]["mean"] for key, o in cells.items() if key != (None, None)]
+        log = page / "outputs" / "en_de" / "none-grid-none_seed1" / "train.log.gz"
+        ppl = parse_train_log(str(log))["valid"]
+        last = max(ppl)
+        doc.check_prose(rf"every attention cell, {N} test2016 BLEU against ({NN}-{NN}), as in the seed's "
+                        rf"table .* was still falling at the end of its {N} epochs \({N}, then {N}\)",
+                        [f2(cells[None, None]["test2016"]["mean"]), f"{f2(min(t16))}-{f2(max(t16))}",
+                         str(last), f2(ppl[last - 1]["ppl"]), f2(ppl[last]["ppl"])],
+                        "the baseline", f"{src} and {log.relative_to(REPO)}")
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
     doc.assert_ok()

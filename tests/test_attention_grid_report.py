@@ -215,10 +215,35 @@ def test_bootstrap_intervals_contain_the_true_difference(grid_runs):
                 assert (r["high"] < 0) if sign < 0 else (r["low"] > 0)
     same = rep["claim"]["scaled-dot"]["bootstrap"]["test2017"]["iii-ii"]
     assert (same["delta"], same["low"], same["high"]) == (0.0, 0.0, 0.0)
-    assert "key-value" not in {s for s in rep["claim"] if rep["claim"][s]["bootstrap"]}
+    # key-value has no (iii): only (ii) − (i)
+    assert {k for b in rep["claim"]["key-value"]["bootstrap"].values() for k in b} == {"ii-i"}
     md = grid.markdown(rep)
     d = rep["claim"]["additive"]["bootstrap"]["test2016"]["iii-i"]
     assert f"{d['delta']:+.2f} (95% CI {d['low']:+.2f} to {d['high']:+.2f})" in md
+
+
+def test_the_decoder_past_is_compared_with_configuration_i(grid_runs):
+    """(ii) − (i) per scorer and test split: the paired bootstrap of the grid seed's hypotheses
+    (the true difference inside its interval), beside the seed's own (ii) − (i)."""
+    root, refs = grid_runs
+    rep = _report(root, refs)
+    for scorer in grid.SCORERS:
+        for split in ("test2016", "test2017"):
+            r = rep["claim"][scorer]["bootstrap"][split]["ii-i"]
+            true = (tok_bleu(hyps_of(scorer, "ii")[split], REFS[split])
+                    - tok_bleu(hyps_of(scorer, "i")[split], REFS[split]))
+            assert r["delta"] == pytest.approx(true, abs=1e-6) and r["low"] <= true <= r["high"]
+    assert rep["claim"]["multiplicative"]["bootstrap"]["test2016"]["ii-i"]["delta"] > 0   # 3 words vs 4
+    assert rep["claim"]["key-value"]["bootstrap"]["test2016"]["ii-i"]["delta"] < 0        # 2 words vs 1
+    assert grid.seed_difference("additive", "i", "ii") == {"wmt": pytest.approx(9.88 - 10.77),
+                                                           "europarl": pytest.approx(17.71 - 17.83)}
+    md = grid.markdown(rep)
+    assert "## Does attending to the decoder's past help? (ii) − (i)" in md
+    # the seed's (ii) > (i): scaled-dot and key-value on WMT; multiplicative and key-value on Europarl
+    assert "The seed's Table 1 has (ii) above (i) for 2 of 4 scorers on WMT and 2 of 4 scorers on Europarl" in md
+    d = rep["claim"]["key-value"]["bootstrap"]["test2017"]["ii-i"]
+    assert (f"| key-value | +0.95 | +0.61 | " in md
+            and f"{d['delta']:+.2f} (95% CI {d['low']:+.2f} to {d['high']:+.2f}) |" in md)
 
 
 def test_acvi_is_set_beside_soft_in_its_cell(grid_runs):

@@ -25,6 +25,8 @@ What is built (:func:`build` returns it as one JSON-able dict, :func:`markdown` 
   paired bootstrap (Koehn 2004; :func:`fairseq_acvi.metrics.bleu.paired_bootstrap`) of BLEU (iii) − (i)
   and (iii) − (ii) on each test split, from the grid seed's hypotheses, and a verdict per scorer
   (:func:`verdict`);
+* whether attending to the decoder's past helps: the paired bootstrap of BLEU (ii) − (i) per scorer
+  and test split, beside the seed's (ii) − (i);
 * ACVI beside soft in the same cell, where the grid has ACVI runs.
 """
 import os
@@ -143,12 +145,17 @@ def decoded(run: dict, split: str) -> bool:
         os.path.isfile(path) for path in hypotheses_candidates(run, split))
 
 
+#: the paired comparisons of a scorer's configurations: {key: (base, other)}, BLEU other − base
+PAIRS = {"iii-i": ("i", "iii"), "iii-ii": ("ii", "iii"), "ii-i": ("i", "ii")}
+
+
 def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
                    n_resamples: int = 1000, level: float = 0.95,
                    rescored: Optional[Dict[str, dict]] = None) -> Dict[str, Dict[str, dict]]:
-    """{scorer: {split: {"iii-i": result, "iii-ii": result}}} for the finished soft runs of seed
-    ``grid_seed``: the paired bootstrap of tokenised BLEU (iii) minus (i) and minus (ii) on each test
-    split (:data:`TESTS`), resampling the split's sentences (``paired_bootstrap``'s dict: delta,
+    """{scorer: {split: {"iii-i": result, "iii-ii": result, "ii-i": result}}} for the finished soft
+    runs of seed ``grid_seed``: the paired bootstrap of tokenised BLEU (iii) minus (i), (iii) minus
+    (ii) and (ii) minus (i) (:data:`PAIRS`) on each test split (:data:`TESTS`), resampling the
+    split's sentences (``paired_bootstrap``'s dict: delta,
     low, high, p_other_better, base, other, n_resamples, level; resample seed 0). A scorer, split or
     comparison whose runs or decodes are missing is absent. ``rescored``, when given, receives
     {variant: {split: {"recorded": bleu_tok of bleu_<split>.json or None, "recomputed": BLEU of the
@@ -162,20 +169,14 @@ def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
 
     out: Dict[str, Dict[str, dict]] = {}
     for scorer in SCORERS:
-        third = by_cell.get(variant(scorer, "iii"))
-        if third is None:
-            continue
+        cells = {c: by_cell.get(variant(scorer, c)) for c in CONFIGS}
         for split in TESTS:
-            other = stats_of(third, split)
-            if other is None:
-                continue
-            for base_config in ("i", "ii"):
-                base = by_cell.get(variant(scorer, base_config))
-                base_stats = None if base is None else stats_of(base, split)
-                if base_stats is None:
+            stats = {c: stats_of(run, split) for c, run in cells.items() if run is not None}
+            for key, (base, other) in PAIRS.items():
+                if stats.get(base) is None or stats.get(other) is None:
                     continue
-                r = paired_bootstrap(base_stats, other, n_resamples=n_resamples, level=level)
-                out.setdefault(scorer, {}).setdefault(split, {})[f"iii-{base_config}"] = r
+                r = paired_bootstrap(stats[base], stats[other], n_resamples=n_resamples, level=level)
+                out.setdefault(scorer, {}).setdefault(split, {})[key] = r
     if rescored is not None:
         for x in decodes.rescored:
             rescored.setdefault(x["run"]["variant"], {})[x["split"]] = {
@@ -288,6 +289,33 @@ def _yes_no(b: Optional[bool]) -> str:
     return "–" if b is None else ("yes" if b else "no")
 
 
+def seed_difference(scorer: str, base: str, other: str) -> Dict[str, float]:
+    """The seed's BLEU ``other`` − ``base`` for ``scorer`` per test set ({"wmt": …, "europarl": …})."""
+    by = {r["config"]: r for r in seed_rows() if r["scorer"] == scorer}
+    return {t: by[other][t] - by[base][t] for t in SEED_SETS}
+
+
+def _decoder_past_section(report: dict) -> List[str]:
+    """Markdown: the paired (ii) − (i) per scorer and test split beside the seed's (ii) − (i)."""
+    seed_n = report["grid_seed"]
+    lines = ["", "## Does attending to the decoder's past help? (ii) − (i)", "",
+             "The seed's Table 1 has (ii) above (i) for "
+             + " and ".join(f"{sum(seed_difference(sc, 'i', 'ii')[t] > 0 for sc in SCORERS)} of 4 "
+                            f"scorers on {SEED_SET_NAMES[t]}" for t in SEED_SETS)
+             + f". Ours: the paired bootstrap of tokenised BLEU (ii) − (i), seed {seed_n}'s runs, as "
+             "above.", "",
+             "| scorer | seed WMT | seed Europarl | "
+             + " | ".join(f"{s} (ii) − (i)" for s in TESTS) + " |",
+             "|---|---|---|" + "---|" * len(TESTS)]
+    for scorer in SCORERS:
+        seed = seed_difference(scorer, "i", "ii")
+        boots = [report["claim"][scorer]["bootstrap"].get(s, {}).get("ii-i") for s in TESTS]
+        lines.append(f"| {scorer} | " + " | ".join(
+            [f"{seed[t]:+.2f}" for t in SEED_SETS]
+            + ["–" if b is None else format_interval(b) for b in boots]) + " |")
+    return lines
+
+
 def markdown(report: dict) -> str:
     """The comparison of :func:`build` as a markdown page."""
     pair, seed_n = report["pair"], report["grid_seed"]
@@ -344,6 +372,7 @@ def markdown(report: dict) -> str:
             + ["–" if b is None else format_interval(b) for b in boots]) + f" | {c['verdict']} |")
     lines += [""] + [f"- {scorer}: {report['claim'][scorer]['verdict']} ({report['claim'][scorer]['reason']})."
                      for scorer in SCORERS]
+    lines += _decoder_past_section(report)
     if report["acvi"]:
         lines += ["", "## ACVI beside soft in the same cell", "",
                   "Tokenised BLEU and validation perplexity (mean ± std, n = seeds); ACVI − soft: seed by "

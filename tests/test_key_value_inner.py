@@ -78,3 +78,20 @@ def test_bad_combinations_are_refused_naming_the_option():
         build_model("soft", attention_type="additive", key_value_inner="scaled-dot")
     with pytest.raises(ValueError, match="--key-value-inner: unknown scorer 'key-value'"):
         build_scorer("key-value", Q, K, A, inner="key-value")
+
+
+def test_the_option_through_the_clis(tmp_path):
+    """fairseq-train with --attention-type key-value --key-value-inner scaled-dot (half parameters
+    on a CPU) → checkpoint (the option recorded, the inner scorer's parameters saved) →
+    fairseq-generate writes every hypothesis."""
+    from test_translation_cli import check_finite_losses, generate, reversal_bin, train
+    (tmp_path / "raw").mkdir()
+    data_bin = reversal_bin(tmp_path / "raw")
+    res = train(data_bin, tmp_path, "--context-inference", "soft", "--attention-type", "key-value",
+                "--key-value-inner", "scaled-dot", "--attend-decoder-past",
+                "--memory-efficient-fp16", "--fp16-init-scale", "8", "--cpu", updates=3)
+    check_finite_losses(res, ("loss", "nll_loss"))
+    state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
+    assert state["cfg"]["model"].key_value_inner == "scaled-dot"
+    assert {"decoder.scorer.inner.P_s.weight", "decoder.past_attn.scorer.inner.P_h.weight"} <= set(state["model"])
+    generate(data_bin, tmp_path / "checkpoint_last.pt", "--cpu")

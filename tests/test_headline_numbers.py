@@ -590,8 +590,42 @@ def test_attention_grid_figures():
                         "the baseline", f"{src} and {log.relative_to(REPO)}")
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
+        _check_grid_overview(grid, page / "outputs" / "en_de", src)
     doc.assert_ok()
     bench.assert_ok()
+
+
+def _check_grid_overview(grid, kept, src):
+    """The attention grid's section of the results overview and its README row, from grid.json and
+    the kept attention statistics of the (i) cells."""
+    done = [r for r in grid["rows"] if r["ours"]["status"] == "run"]
+    t16 = {(r["scorer"], r["config"]): r["ours"]["test2016"]["mean"] for r in done}
+    ov, readme = Doc(OVERVIEW), Doc(README)
+    for (scorer, config), v in t16.items():
+        label = "none" if scorer is None else f"{scorer} ({config})"
+        ov.check_prose(rf"{re.escape(label)} {N}[,.] ", [f2(v)], f"overview: {label}", src)
+    for scorer, c in grid["claim"].items():
+        b = c["bootstrap"].get("test2016", {}).get("ii-i")
+        if b is not None:
+            ov.check_prose(rf"{re.escape(scorer)} {N} \[{N}, {N}\]",
+                           [signed(b["delta"]), signed(b["low"]), signed(b["high"])],
+                           f"overview: {scorer} (ii) − (i)", src)
+    entropy = {s: json.loads((kept / f"soft-{s}-i_seed1" / "attention_stats_valid.json").read_text())["entropy"]
+               for s in ("additive", "multiplicative", "scaled-dot", "key-value")}
+    others = [entropy[s] for s in ("additive", "multiplicative", "scaled-dot")]
+    gap = f2(t16["additive", "i"] - t16["key-value", "i"])
+    ov.check_prose(rf"Key-value \(i\) is {N} test2016 BLEU behind additive \(i\): its attention is nearly "
+                   rf"hard \({N} nats a decoded step, against ({NN}-{NN}) for the other scorers\)",
+                   [gap, f2(entropy["key-value"]), f"{f2(min(others))}-{f2(max(others))}"],
+                   "overview: key-value", src)
+    att = [v for (scorer, config), v in t16.items() if scorer is not None and config == "i"]
+    readme.check_prose(rf"seed 1; {N} of the 13 cells so far \| no attention {N} test2016 BLEU, "
+                       rf"configuration \(i\) ({NN}-{NN});",
+                       [str(len(done)), f2(t16[None, None]), f"{f2(min(att))}-{f2(max(att))}"],
+                       "README: the grid", src)
+    readme.check_prose(rf"key-value \(i\) {N} behind additive \(i\)", [gap], "README: key-value", src)
+    ov.assert_ok()
+    readme.assert_ok()
 
 
 def _check_key_value_diagnosis(doc, kept):

@@ -588,6 +588,17 @@ def test_attention_grid_figures():
                         [f2(cells[None, None]["test2016"]["mean"]), f"{f2(min(t16))}-{f2(max(t16))}",
                          str(last), f2(ppl[last - 1]["ppl"]), f2(ppl[last]["ppl"])],
                         "the baseline", f"{src} and {log.relative_to(REPO)}")
+    for scorer, c in grid["claim"].items():
+        b = c["bootstrap"]
+        if all("ii-i" in b.get(t, {}) for t in ("test2016", "test2017")):
+            doc.check_prose(rf"{re.escape(scorer)} {N} \[{N}, {N}\] / {N} \[{N}, {N}\]",
+                            [signed(b[t]["ii-i"][k]) for t in ("test2016", "test2017")
+                             for k in ("delta", "low", "high")], f"{scorer} (ii) − (i)", src)
+    from fairseq_acvi.mt_eval.seed003_grid import SCORERS, seed_difference
+    wmt = [seed_difference(sc, "i", "ii")["wmt"] for sc in SCORERS]
+    if "(ii) − (i) in tokenised BLEU" in doc.flat:
+        doc.check_prose(rf"The seed's \(ii\) − \(i\) is small too, {N} to {N} BLEU on WMT",
+                        [f2(min(wmt)), signed(max(wmt))], "the seed's (ii) − (i)", "seed 003's Table 1")
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)

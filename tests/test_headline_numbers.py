@@ -597,7 +597,7 @@ def test_attention_grid_figures():
     from fairseq_acvi.mt_eval.seed003_grid import SCORERS, seed_difference
     wmt = [seed_difference(sc, "i", "ii")["wmt"] for sc in SCORERS]
     if "(ii) − (i) in tokenised BLEU" in doc.flat:
-        doc.check_prose(rf"The seed's \(ii\) − \(i\) is small too, {N} to {N} BLEU on WMT",
+        doc.check_prose(rf"The seed's own \(ii\) − \(i\) lies between {N} and {N} BLEU on WMT",
                         [f2(min(wmt)), signed(max(wmt))], "the seed's (ii) − (i)", "seed 003's Table 1")
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
@@ -635,6 +635,12 @@ def _check_grid_overview(grid, kept, src):
                        [str(len(done)), f2(t16[None, None]), f"{f2(min(att))}-{f2(max(att))}"],
                        "README: the grid", src)
     readme.check_prose(rf"key-value \(i\) {N} behind additive \(i\)", [gap], "README: key-value", src)
+    for scorer, c in grid["claim"].items():
+        b = c["bootstrap"].get("test2016", {}).get("ii-i")
+        if b is not None:
+            readme.check_prose(rf"[,:] {re.escape(scorer)} {N} \[{N}, {N}\]",
+                               [signed(b["delta"]), signed(b["low"]), signed(b["high"])],
+                               f"README: {scorer} (ii) − (i)", src)
     ov.assert_ok()
     readme.assert_ok()
 

@@ -606,6 +606,12 @@ def test_attention_grid_figures():
     bench.assert_ok()
 
 
+def _grid_i_stats(kept):
+    """{scorer: the attention statistics kept beside its (i) cell} of the attention grid page."""
+    return {s: json.loads((kept / f"soft-{s}-i_seed1" / "attention_stats_valid.json").read_text())
+            for s in ("additive", "multiplicative", "scaled-dot", "key-value")}
+
+
 def _check_grid_overview(grid, kept, src):
     """The attention grid's section of the results overview and its README row, from grid.json and
     the kept attention statistics of the (i) cells."""
@@ -623,8 +629,7 @@ def _check_grid_overview(grid, kept, src):
             d.check_prose(rf"[,:] {re.escape(scorer)} {N} \[{N}, {N}\]",
                           [signed(b["delta"]), signed(b["low"]), signed(b["high"])],
                           f"{where}: {scorer} (ii) − (i)", src)
-    entropy = {s: json.loads((kept / f"soft-{s}-i_seed1" / "attention_stats_valid.json").read_text())["entropy"]
-               for s in ("additive", "multiplicative", "scaled-dot", "key-value")}
+    entropy = {s: st["entropy"] for s, st in _grid_i_stats(kept).items()}
     others = [entropy[s] for s in ("additive", "multiplicative", "scaled-dot")]
     gap = f2(t16["additive", "i"] - t16["key-value", "i"])
     ov.check_prose(rf"Key-value \(i\) is {N} test2016 BLEU behind additive \(i\): its attention is nearly "
@@ -648,8 +653,7 @@ def _check_key_value_diagnosis(doc, kept):
     others = ("additive", "multiplicative", "scaled-dot")
     ppl = {s: {e: r["ppl"] for e, r in parse_train_log(str(kept / f"soft-{s}-i_seed1" / "train.log.gz"))
                ["valid"].items()} for s in others + ("key-value",)}
-    st = {s: json.loads((kept / f"soft-{s}-i_seed1" / "attention_stats_valid.json").read_text())
-          for s in others + ("key-value",)}
+    st = _grid_i_stats(kept)
     kv_last = max(ppl["key-value"])
     near = min(ppl["additive"], key=lambda e: abs(ppl["additive"][e] - ppl["key-value"][kv_last]))
     fall = {s: 100 * (1 - ppl[s][max(ppl[s])] / ppl[s][max(ppl[s]) - 1]) for s in ppl}

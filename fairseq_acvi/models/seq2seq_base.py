@@ -44,7 +44,7 @@ from fairseq_acvi.modules.seq2seq.context_decoder import ContextLSTMDecoder
 from fairseq_acvi.modules.seq2seq.init import DEFAULT_INIT_SCALE, add_init_args, init_uniform_
 from fairseq_acvi.modules.seq2seq.lstm_encoder import ABLATIONS
 from fairseq_acvi.modules.seq2seq.output_layers import OutputLayer, VocabularyOutput
-from fairseq_acvi.modules.context.scorers import INNER_SCORERS, SCORERS
+from fairseq_acvi.modules.context.scorers import DEFAULT_INNER, INNER_SCORERS, SCORERS
 from fairseq_acvi.modules.seq2seq.self_attention import check_heads
 
 #: the package-wide default of every seq2seq model option (a model's base architecture overrides
@@ -53,7 +53,7 @@ from fairseq_acvi.modules.seq2seq.self_attention import check_heads
 SEQ2SEQ_DEFAULTS = dict(
     dropout=0.2, encoder_embed_dim=256, encoder_hidden_size=256, encoder_layers=2,
     decoder_embed_dim=256, decoder_hidden_size=256, decoder_layers=2,
-    attention_type="multiplicative", attention_dim=256, key_value_inner="multiplicative",
+    attention_type="multiplicative", attention_dim=256, key_value_inner=DEFAULT_INNER,
     share_decoder_input_output_embed=False,
     init_scale=DEFAULT_INIT_SCALE, context_ablation="none",
     max_source_positions=1024, max_target_positions=1024,
@@ -151,7 +151,7 @@ def seq2seq_defaults(args, **overrides):
     check_heads(args.self_attention_heads, {"--decoder-hidden-size": args.decoder_hidden_size})
     check_mode(args.compile_decoder_step)
     inner = args.key_value_inner
-    if inner != SEQ2SEQ_DEFAULTS["key_value_inner"] and args.attention_type != "key-value":
+    if inner != DEFAULT_INNER and args.attention_type != "key-value":
         raise ValueError(f"--key-value-inner {inner} applies to --attention-type "
                          f"key-value only, not {args.attention_type}")
 

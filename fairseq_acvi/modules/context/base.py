@@ -53,7 +53,7 @@ from torch import Tensor
 from fairseq_acvi.mc_prediction.combination import MC_COMBINE_CHOICES
 from fairseq_acvi.mc_prediction.sampling import MC_SAMPLING_CHOICES
 from fairseq_acvi.modules.context import normalizers
-from fairseq_acvi.modules.context.scorers import Memory, Scorer, build_scorer
+from fairseq_acvi.modules.context.scorers import DEFAULT_INNER, Memory, Scorer, build_scorer
 
 CONTEXT_REGISTRY: Dict[str, type] = {}
 
@@ -211,7 +211,7 @@ class ContextInference(nn.Module):
         scorer without parameters."""
         return build_scorer(args.attention_type, query_dim, key_dim, args.attention_dim,
                             coverage=coverage,
-                            inner=getattr(args, "key_value_inner", "multiplicative"))
+                            inner=getattr(args, "key_value_inner", DEFAULT_INNER))
 
     # -- once per batch ------------------------------------------------------------------------
     def prepare(self, mem: Memory, enc_final: Tensor, target_emb: Optional[Tensor] = None,

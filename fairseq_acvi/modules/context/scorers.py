@@ -31,6 +31,9 @@ SCORERS = ("additive", "multiplicative", "scaled-dot", "key-value")
 #: the scorers the key-value scorer can apply to its keys (``--key-value-inner``; seed 003: "f_att
 #: can be any of the previously mentioned attention functions")
 INNER_SCORERS = ("additive", "multiplicative", "scaled-dot")
+#: the key-value scorer's scorer of its keys when none is named (every model trained before the
+#: option had it)
+DEFAULT_INNER = "multiplicative"
 #: the additive scorer's pre-activations (B, t, N, a) for t steps at once stay under this many
 #: elements when it scores every step of a teacher-forced pass (:meth:`AdditiveScorer.score_steps`)
 _STEP_CHUNK_ELEMENTS = 1 << 22
@@ -164,7 +167,7 @@ class KeyValueScorer(Scorer):
     on k_i, contexts from v_i (seed 003)."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int, coverage: bool = False,
-                 inner: str = "multiplicative"):
+                 inner: str = DEFAULT_INNER):
         super().__init__()
         if inner not in INNER_SCORERS:
             raise ValueError(f"--key-value-inner: unknown scorer {inner!r}; choose from "
@@ -210,7 +213,7 @@ _CLASSES = {
 
 
 def build_scorer(name: str, query_dim: int, key_dim: int, attn_dim: int,
-                 coverage: bool = False, inner: str = "multiplicative") -> Scorer:
+                 coverage: bool = False, inner: str = DEFAULT_INNER) -> Scorer:
     """Build a scorer by name (``inner``: the key-value scorer's scorer of its keys, ignored by
     the others); unknown names raise a ValueError listing the choices."""
     if name not in _CLASSES:

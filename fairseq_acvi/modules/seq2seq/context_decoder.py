@@ -85,7 +85,7 @@ from torch import Tensor
 from fairseq_acvi.mc_prediction import averaging as mc
 from fairseq_acvi.mc_prediction import uncertainty as unc
 from fairseq_acvi.modules.context import StepOutput, context_class
-from fairseq_acvi.modules.context.scorers import Memory
+from fairseq_acvi.modules.context.scorers import DEFAULT_INNER, Memory
 from fairseq_acvi.modules.seq2seq import compiled_step
 from fairseq_acvi.modules.seq2seq.decoder_passes import DecoderPasses
 from fairseq_acvi.modules.seq2seq.decoder_state import DecoderState
@@ -149,7 +149,7 @@ class ContextLSTMDecoder(DecoderPasses, DecoderState, FairseqIncrementalDecoder)
         heads = getattr(args, "self_attention_heads", 0) or 0
         self.self_attn = (SelfAttentionBlock(H, heads, self.dropout_out) if heads else None)
         self.past_attn = (DecoderPastAttention(args.attention_type, H, args.attention_dim,
-                                               getattr(args, "key_value_inner", "multiplicative"))
+                                               getattr(args, "key_value_inner", DEFAULT_INNER))
                           if getattr(args, "attend_decoder_past", False) else None)
         #: size of u_t, the decoder output the prediction reads: [q_t ; d_t] with (ii), else q_t
         self.pred_dim = H + (self.past_attn.value_dim if self.past_attn is not None else 0)

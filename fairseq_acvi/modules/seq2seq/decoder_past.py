@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_acvi.modules.context.scorers import Memory, build_scorer, masked_softmax
+from fairseq_acvi.modules.context.scorers import DEFAULT_INNER, Memory, build_scorer, masked_softmax
 
 
 class DecoderPastAttention(nn.Module):
@@ -37,7 +37,7 @@ class DecoderPastAttention(nn.Module):
     key-value scorer's too)."""
 
     def __init__(self, attention_type: str, dim: int, attn_dim: int,
-                 inner: str = "multiplicative"):
+                 inner: str = DEFAULT_INNER):
         super().__init__()
         self.scorer = build_scorer(attention_type, dim, dim, attn_dim, inner=inner)
         self.dim = dim

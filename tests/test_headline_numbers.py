@@ -599,11 +599,38 @@ def test_attention_grid_figures():
     if "(ii) − (i) in tokenised BLEU" in doc.flat:
         doc.check_prose(rf"The seed's own \(ii\) − \(i\) lies between {N} and {N} BLEU on WMT",
                         [f2(min(wmt)), signed(max(wmt))], "the seed's (ii) − (i)", "seed 003's Table 1")
+    if ("key-value", "ii") in cells and ("multiplicative", "ii") in cells:
+        _check_key_value_ii(doc, grid, page / "outputs" / "en_de")
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)
     doc.assert_ok()
     bench.assert_ok()
+
+
+def _check_key_value_ii(doc, grid, kept):
+    """The key-value (ii) paragraph of the attention grid page: its (ii) − (i), the attention
+    statistics kept beside it and the last epoch's fall of the (ii) cells' validation perplexity."""
+    from fairseq_acvi.mt_eval.logs import parse_train_log
+
+    def fall(cell):
+        v = parse_train_log(str(kept / f"soft-{cell}_seed1" / "train.log.gz"))["valid"]
+        last = max(v)
+        return v[last - 1]["ppl"], v[last]["ppl"], 100 * (1 - v[last]["ppl"] / v[last - 1]["ppl"])
+    b = grid["claim"]["key-value"]["bootstrap"]
+    st = json.loads((kept / "soft-key-value-ii_seed1" / "attention_stats_valid.json").read_text())
+    kv, mu = fall("key-value-ii"), fall("multiplicative-ii")
+    others = [fall(c)[2] for c in ("additive-ii", "scaled-dot-ii")]
+    src = "grid.json and the kept train.log.gz and attention_stats_valid.json of the (ii) cells"
+    doc.check_prose(rf"Key-value gains the most from the decoder's past, \(ii\) − \(i\) {N} / {N} on test2016",
+                    [signed(b[t]["ii-i"]["delta"]) for t in ("test2016", "test2017")], "key-value (ii) − (i)", src)
+    doc.check_prose(rf"harder still in \(ii\): {N} nats a decoded step, a largest weight of {N} and {N} % of "
+                    rf"its softmax weights exactly 0\. Its validation perplexity \({N}\) still fell by {N} %",
+                    [f2(st["entropy"]), f2(st["max_weight"]), f"{100 * st['zero_fraction']:.1f}", f2(kv[1]),
+                     f"{kv[2]:.1f}"], "key-value (ii)'s attention", src)
+    doc.check_prose(rf"\({N}, then {N}: {N} %\), against ({NN}-{NN}) % for additive and scaled-dot \(ii\)",
+                    [f2(mu[0]), f2(mu[1]), f"{mu[2]:.1f}", f"{min(others):.1f}-{max(others):.1f}"],
+                    "the (ii) cells' last epoch", src)
 
 
 def _grid_i_stats(kept):
@@ -629,6 +656,12 @@ def _check_grid_overview(grid, kept, src):
             d.check_prose(rf"[,:] {re.escape(scorer)} {N} \[{N}, {N}\]",
                           [signed(b["delta"]), signed(b["low"]), signed(b["high"])],
                           f"{where}: {scorer} (ii) − (i)", src)
+        b3 = c["bootstrap"].get("test2016", {})
+        if "iii-i" in b3 and "iii-ii" in b3:        # self-attention against (i) and (ii), overview only
+            ov.check_prose(rf"{re.escape(scorer)} \(iii\) − \(i\) {N} \[{N}, {N}\], \(iii\) − \(ii\) {N} "
+                           rf"\[{N}, {N}\] \({re.escape(c['verdict'])}\)",
+                           [signed(b3[k][f]) for k in ("iii-i", "iii-ii") for f in ("delta", "low", "high")],
+                           f"overview: {scorer} (iii)", src)
     entropy = {s: st["entropy"] for s, st in _grid_i_stats(kept).items()}
     others = [entropy[s] for s in ("additive", "multiplicative", "scaled-dot")]
     gap = f2(t16["additive", "i"] - t16["key-value", "i"])

@@ -601,6 +601,8 @@ def test_attention_grid_figures():
                         [f2(min(wmt)), signed(max(wmt))], "the seed's (ii) − (i)", "seed 003's Table 1")
     if ("key-value", "ii") in cells and ("multiplicative", "ii") in cells:
         _check_key_value_ii(doc, grid, page / "outputs" / "en_de")
+    if ("multiplicative", "iii") in cells:
+        _check_multiplicative_iii(doc, grid, page)
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)
@@ -631,6 +633,33 @@ def _check_key_value_ii(doc, grid, kept):
     doc.check_prose(rf"\({N}, then {N}: {N} %\), against ({NN}-{NN}) % for additive and scaled-dot \(ii\)",
                     [f2(mu[0]), f2(mu[1]), f"{mu[2]:.1f}", f"{min(others):.1f}-{max(others):.1f}"],
                     "the (ii) cells' last epoch", src)
+
+
+def _check_multiplicative_iii(doc, grid, page):
+    """The multiplicative (iii) paragraph of the attention grid page: its kept log, attention
+    statistics and score scales (trained and fresh), and its (iii) − (i)."""
+    from fairseq_acvi.mt_eval.logs import parse_train_log
+    kept = page / "outputs" / "en_de" / "soft-multiplicative-iii_seed1"
+    v = parse_train_log(str(kept / "train.log.gz"))["valid"]
+    last = max(v)
+    st = json.loads((kept / "attention_stats_valid.json").read_text())
+    sc = json.loads((page / "score_scale_multiplicative.json").read_text())
+    sd = {k.split("/")[-2].rsplit("-", 1)[1].split("_")[0]: x["score_std_median"] for k, x in sc["checkpoints"].items()}
+    fresh3 = json.loads((page / "score_scale_multiplicative_iii_fresh.json").read_text())["fresh"]["score_std_median"]
+    row = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("multiplicative", "iii"))
+    d16 = grid["claim"]["multiplicative"]["bootstrap"]["test2016"]["iii-i"]["delta"]
+    src = "the kept log, attention statistics and score_scale_multiplicative*.json"
+    doc.check_prose(rf"Multiplicative \(iii\) is [^(]*\({N} test2016 BLEU; validation perplexity {N}, still "
+                    rf"falling by {N} % in the last epoch\) and its attention [a-z ]+: {N} nats a decoded step, "
+                    rf"DROP-attn {N} %",
+                    [f2(row["ours"]["test2016"]["mean"]), f2(v[last]["ppl"]),
+                     f"{100 * (1 - v[last]['ppl'] / v[last - 1]['ppl']):.1f}", f2(st["entropy"]),
+                     f"{st['drop_attn']:.1f}"], "multiplicative (iii)", src)
+    doc.check_prose(rf"has a median of {N} after training, against {N} in \(i\) and {N} in \(ii\), and "
+                    rf"already {N} in a fresh \(iii\) model against {N} in a fresh \(i\) model",
+                    [f2(sd["iii"]), f2(sd["i"]), f2(sd["ii"]), f2(fresh3), f2(sc["fresh"]["score_std_median"])],
+                    "multiplicative (iii)'s scores", src)
+    doc.check_prose(rf"ours is {N} below on test2016", [f2(-d16)], "multiplicative (iii) − (i)", src)
 
 
 def _grid_i_stats(kept):

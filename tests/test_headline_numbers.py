@@ -660,6 +660,18 @@ def _check_multiplicative_iii(doc, grid, page):
                     [f2(sd["iii"]), f2(sd["i"]), f2(sd["ii"]), f2(fresh3), f2(sc["fresh"]["score_std_median"])],
                     "multiplicative (iii)'s scores", src)
     doc.check_prose(rf"ours is {N} below on test2016", [f2(-d16)], "multiplicative (iii) − (i)", src)
+    add3 = page / "outputs" / "en_de" / "soft-additive-iii_seed1" / "attention_stats_valid.json"
+    if add3.is_file():
+        sa = json.loads(add3.read_text())
+        a3 = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("additive", "iii"))["ours"]
+        doc.check_prose(rf"Additive \(iii\), whose scorer is bounded by tanh, is not hurt: its attention is "
+                        rf"[^(]*\({N} nats, DROP-attn {N} %\), its validation perplexity [^(]*\({N}\)",
+                        [f2(sa["entropy"]), f"{sa['drop_attn']:.1f}", f2(a3["valid_ppl"]["mean"])],
+                        "additive (iii)", str(add3.relative_to(REPO)))
+        ab = grid["claim"]["additive"]["bootstrap"]
+        if "no interval separates its BLEU" in doc.flat:
+            assert all(ab[t][k]["low"] <= 0 <= ab[t][k]["high"] for t in ("test2016", "test2017")
+                       for k in ("iii-i", "iii-ii")), "the page says no interval separates additive (iii)"
 
 
 def _grid_i_stats(kept):

@@ -1,0 +1,47 @@
+"""FAIRSEQ_ACVI_FLUSH_DENORMAL: off unless asked; 1 flushes subnormal floats on the importing
+thread; a bad value is an error naming the variable."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO
+
+from fairseq_acvi import cpu_denormals
+
+PROBE = ("import fairseq_acvi, torch; from fairseq_acvi import cpu_denormals; "
+         "print(cpu_denormals.FLUSHED, (torch.tensor([1e-39]) * 1.0).item() == 0.0)")
+
+
+def _run(value):
+    env = {k: v for k, v in os.environ.items() if k != cpu_denormals.ENV}
+    if value is not None:
+        env[cpu_denormals.ENV] = value
+    env["OMP_NUM_THREADS"] = "1"
+    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=300)
+
+
+@pytest.mark.parametrize("value,expected", [(None, "False False"), ("0", "False False"),
+                                            ("1", "True True")])
+def test_the_plugin_flushes_subnormals_only_when_asked(value, expected):
+    if value == "1" and not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal floats")
+    res = _run(value)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split("\n")[-2] == expected, res.stdout
+
+
+def test_a_bad_value_names_the_variable():
+    res = _run("fast")
+    assert res.returncode != 0
+    assert "FAIRSEQ_ACVI_FLUSH_DENORMAL='fast': expected 1" in res.stderr, res.stderr[-2000:]
+
+
+def test_requested_reads_the_usual_spellings():
+    assert [cpu_denormals.requested(v) for v in ("1", "true", "ON", " yes ")] == [True] * 4
+    assert [cpu_denormals.requested(v) for v in ("0", "false", "off", "")] == [False] * 4
+    with pytest.raises(ValueError, match="FAIRSEQ_ACVI_FLUSH_DENORMAL='2'"):
+        cpu_denormals.requested("2")

@@ -1059,3 +1059,37 @@ def test_readme_summary_check_catches_a_changed_figure():
     text = README.read_text(encoding="utf-8").replace("ACVI 38.55 ± 0.41", "ACVI 38.65 ± 0.41")
     errors = check_readme_summary(text)
     assert len(errors) == 1 and "38.65 ± 0.41" in errors[0] and "transformer" in errors[0]
+
+
+def test_subnormals_figures():
+    """docs/results/subnormals_2026-11-30: the words/s of each kept training log, their medians and
+    ratio, on the page, in BENCHMARKS and in the guide; both runs logged the same losses."""
+    import gzip
+    import statistics
+    page = RESULTS / "subnormals_2026-11-30"
+    logs = {}
+    for mode in ("kept", "flushed"):
+        with gzip.open(page / f"train_{mode}.log.gz", "rt", encoding="utf-8") as f:
+            logs[mode] = [json.loads(line.split("| train_inner | ", 1)[1]) for line in f
+                          if "| train_inner | " in line]
+    assert [r["loss"] for r in logs["kept"]] == [r["loss"] for r in logs["flushed"]]
+    wps = {m: [float(r["wps"]) for r in rows] for m, rows in logs.items()}
+    med = {m: statistics.median(v) for m, v in wps.items()}
+    ratio = f"{med['flushed'] / med['kept']:.2f}"
+    src = "the two kept training logs"
+    doc = Doc(page / "README.md")
+    caption = "Training words/s of each 10-update interval"
+    for label, mode in (("kept (the default)", "kept"), ("flushed", "flushed")):
+        doc.check_row(caption, label, {1: ", ".join(f"{w:.1f}" for w in wps[mode]),
+                                       2: f"{med[mode]:.1f}"}, src)
+    doc.check_prose(rf"Flushed / kept: \*\*{N}×\*\* by the medians", [ratio], "the ratio", src)
+    doc.check_prose(rf"logged three decimals in both runs \(({NN}(?:, {NN})*)\)",
+                    [", ".join(r["loss"] for r in logs["kept"])], "the losses", src)
+    doc.assert_ok()
+    bench = Doc(REPO / "BENCHMARKS.md")
+    bench.check_prose(rf"after its 4th epoch: {N} → {N} words/s \(\*\*{N}×",
+                      [f"{med['kept']:.1f}", f"{med['flushed']:.1f}", ratio], "BENCHMARKS: subnormals", src)
+    bench.assert_ok()
+    guide = Doc(REPO / "docs" / "guide.md")
+    guide.check_prose(rf"`fairseq-train` on that cell {N}× faster", [ratio], "guide: subnormals", src)
+    guide.assert_ok()

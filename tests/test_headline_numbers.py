@@ -578,15 +578,14 @@ def test_attention_grid_figures():
                         [f2(a[s]["mean"] - k[s]["mean"]) for s in ("valid", "test2016", "test2017")],
                         "key-value vs additive", src)
     if (None, None) in cells:
-        from fairseq_acvi.mt_eval.logs import parse_train_log
         t16 = [o["test2016"]["mean"] for key, o in cells.items() if key != (None, None)]
         log = page / "outputs" / "en_de" / "none-grid-none_seed1" / "train.log.gz"
-        ppl = parse_train_log(str(log))["valid"]
-        last = max(ppl)
+        ppl = _valid_ppl(log)
+        before, after, _ = _last_epoch_fall(ppl)
         doc.check_prose(rf"every attention cell, {N} test2016 BLEU against ({NN}-{NN}), as in the seed's "
                         rf"table .* was still falling at the end of its {N} epochs \({N}, then {N}\)",
                         [f2(cells[None, None]["test2016"]["mean"]), f"{f2(min(t16))}-{f2(max(t16))}",
-                         str(last), f2(ppl[last - 1]["ppl"]), f2(ppl[last]["ppl"])],
+                         str(max(ppl)), f2(before), f2(after)],
                         "the baseline", f"{src} and {log.relative_to(REPO)}")
     for scorer, c in grid["claim"].items():
         b = c["bootstrap"]
@@ -613,12 +612,8 @@ def test_attention_grid_figures():
 def _check_key_value_ii(doc, grid, kept):
     """The key-value (ii) paragraph of the attention grid page: its (ii) − (i), the attention
     statistics kept beside it and the last epoch's fall of the (ii) cells' validation perplexity."""
-    from fairseq_acvi.mt_eval.logs import parse_train_log
-
     def fall(cell):
-        v = parse_train_log(str(kept / f"soft-{cell}_seed1" / "train.log.gz"))["valid"]
-        last = max(v)
-        return v[last - 1]["ppl"], v[last]["ppl"], 100 * (1 - v[last]["ppl"] / v[last - 1]["ppl"])
+        return _last_epoch_fall(_valid_ppl(kept / f"soft-{cell}_seed1" / "train.log.gz"))
     b = grid["claim"]["key-value"]["bootstrap"]
     st = json.loads((kept / "soft-key-value-ii_seed1" / "attention_stats_valid.json").read_text())
     kv, mu = fall("key-value-ii"), fall("multiplicative-ii")
@@ -638,10 +633,8 @@ def _check_key_value_ii(doc, grid, kept):
 def _check_multiplicative_iii(doc, grid, page):
     """The multiplicative (iii) paragraph of the attention grid page: its kept log, attention
     statistics and score scales (trained and fresh), and its (iii) − (i)."""
-    from fairseq_acvi.mt_eval.logs import parse_train_log
     kept = page / "outputs" / "en_de" / "soft-multiplicative-iii_seed1"
-    v = parse_train_log(str(kept / "train.log.gz"))["valid"]
-    last = max(v)
+    ppl_before, ppl_last, ppl_fall = _last_epoch_fall(_valid_ppl(kept / "train.log.gz"))
     st = json.loads((kept / "attention_stats_valid.json").read_text())
     sc = json.loads((page / "score_scale_multiplicative.json").read_text())
     sd = {k.split("/")[-2].rsplit("-", 1)[1].split("_")[0]: x["score_std_median"] for k, x in sc["checkpoints"].items()}
@@ -652,8 +645,7 @@ def _check_multiplicative_iii(doc, grid, page):
     doc.check_prose(rf"Multiplicative \(iii\) is (?:the grid's lowest attention cell|far below \(i\) and \(ii\)) \({N} test2016 BLEU; validation perplexity {N}, still "
                     rf"falling by {N} % in the last epoch\) and its attention [a-z ]+: {N} nats a decoded step, "
                     rf"DROP-attn {N} %",
-                    [f2(row["ours"]["test2016"]["mean"]), f2(v[last]["ppl"]),
-                     f"{100 * (1 - v[last]['ppl'] / v[last - 1]['ppl']):.1f}", f2(st["entropy"]),
+                    [f2(row["ours"]["test2016"]["mean"]), f2(ppl_last), f"{ppl_fall:.1f}", f2(st["entropy"]),
                      f"{st['drop_attn']:.1f}"], "multiplicative (iii)", src)
     doc.check_prose(rf"has a median of {N} after training, against {N} in \(i\) and {N} in \(ii\), and "
                     rf"already {N} in a fresh \(iii\) model against {N} in a fresh \(i\) model",
@@ -673,6 +665,18 @@ def _check_multiplicative_iii(doc, grid, page):
         if "no interval separates its BLEU" in doc.flat:
             assert all(ab[t][k]["low"] <= 0 <= ab[t][k]["high"] for t in ("test2016", "test2017")
                        for k in ("iii-i", "iii-ii")), "the page says no interval separates additive (iii)"
+
+
+def _valid_ppl(log):
+    """{epoch: validation perplexity} of a kept training log."""
+    from fairseq_acvi.mt_eval.logs import parse_train_log
+    return {e: r["ppl"] for e, r in parse_train_log(str(log))["valid"].items()}
+
+
+def _last_epoch_fall(ppl):
+    """(the perplexity before the last epoch, after it, the fall in %) of {epoch: perplexity}."""
+    last = max(ppl)
+    return ppl[last - 1], ppl[last], 100 * (1 - ppl[last] / ppl[last - 1])
 
 
 def _grid_i_stats(kept):
@@ -724,14 +728,12 @@ def _check_grid_overview(grid, kept, src):
 def _check_key_value_diagnosis(doc, kept):
     """The key-value (i) paragraph of the attention grid page: the perplexities of the kept
     training logs and the attention statistics kept beside each (i) cell."""
-    from fairseq_acvi.mt_eval.logs import parse_train_log
     others = ("additive", "multiplicative", "scaled-dot")
-    ppl = {s: {e: r["ppl"] for e, r in parse_train_log(str(kept / f"soft-{s}-i_seed1" / "train.log.gz"))
-               ["valid"].items()} for s in others + ("key-value",)}
+    ppl = {s: _valid_ppl(kept / f"soft-{s}-i_seed1" / "train.log.gz") for s in others + ("key-value",)}
     st = _grid_i_stats(kept)
     kv_last = max(ppl["key-value"])
     near = min(ppl["additive"], key=lambda e: abs(ppl["additive"][e] - ppl["key-value"][kv_last]))
-    fall = {s: 100 * (1 - ppl[s][max(ppl[s])] / ppl[s][max(ppl[s]) - 1]) for s in ppl}
+    fall = {s: _last_epoch_fall(ppl[s])[2] for s in ppl}
     src = "the kept train.log.gz and attention_stats_valid.json of the (i) cells"
     doc.check_prose(rf"after {N} epochs, {N}, is additive's after {N} \({N}\), and it still fell by "
                     rf"{N} % in the last epoch, against ({NN}-{NN}) %",
@@ -1065,14 +1067,13 @@ def test_readme_summary_check_catches_a_changed_figure():
 def test_subnormals_figures():
     """docs/results/subnormals_2026-11-30: the words/s of each kept training log, their medians and
     ratio, on the page, in BENCHMARKS and in the guide; both runs logged the same losses."""
-    import gzip
     import statistics
+
+    from fairseq_acvi.mt_eval.logs import log_lines
     page = RESULTS / "subnormals_2026-11-30"
-    logs = {}
-    for mode in ("kept", "flushed"):
-        with gzip.open(page / f"train_{mode}.log.gz", "rt", encoding="utf-8") as f:
-            logs[mode] = [json.loads(line.split("| train_inner | ", 1)[1]) for line in f
-                          if "| train_inner | " in line]
+    logs = {mode: [json.loads(line.split("| train_inner | ", 1)[1])
+                   for line in log_lines(page / f"train_{mode}.log.gz") if "| train_inner | " in line]
+            for mode in ("kept", "flushed")}
     assert [r["loss"] for r in logs["kept"]] == [r["loss"] for r in logs["flushed"]]
     wps = {m: [float(r["wps"]) for r in rows] for m, rows in logs.items()}
     med = {m: statistics.median(v) for m, v in wps.items()}

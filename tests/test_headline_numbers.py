@@ -9,6 +9,7 @@ a figure that cannot be found where it is expected, fails naming the document, t
 result file.
 """
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -602,6 +603,8 @@ def test_attention_grid_figures():
         _check_key_value_ii(doc, grid, page / "outputs" / "en_de")
     if ("multiplicative", "iii") in cells:
         _check_multiplicative_iii(doc, grid, page)
+    if all((sc, "iii") in cells for sc in ("scaled-dot", "key-value")) and (page / "score_scale_iii.json").is_file():
+        _check_scaled_dot_key_value_iii(doc, grid, page)
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)
@@ -667,6 +670,56 @@ def _check_multiplicative_iii(doc, grid, page):
                        for k in ("iii-i", "iii-ii")), "the page says no interval separates additive (iii)"
 
 
+def _score_spread(path, suffix):
+    """{scorer: median score spread} of a score_scale JSON whose checkpoints are grid cells
+    ``soft-<scorer><suffix>/checkpoint_best.pt``, and the fresh model's spread (or None)."""
+    sc = json.loads(path.read_text())
+    spread = {k.split("/")[-2][len("soft-"):-len(suffix)]: x["score_std_median"] for k, x in sc["checkpoints"].items()}
+    return spread, sc.get("fresh", {}).get("score_std_median")
+
+
+def _check_scaled_dot_key_value_iii(doc, grid, page):
+    """The scaled-dot (iii) and key-value (iii) paragraph of the attention grid page: their (iii) − (i),
+    the attention statistics kept beside them, their score spreads (trained and fresh) and the
+    conclusion that (iii) is below (i) and (ii) only for the unscaled dot products."""
+    kept = page / "outputs" / "en_de"
+    st = {sc: json.loads((kept / f"soft-{sc}-iii_seed1" / "attention_stats_valid.json").read_text())
+          for sc in ("scaled-dot", "key-value")}
+    s3, fresh_kv = _score_spread(page / "score_scale_iii.json", "-iii_seed1")
+    s1, _ = _score_spread(page / "score_scale_i.json", "-i_seed1")
+    _, fresh_sd = _score_spread(page / "score_scale_scaled_dot_iii_fresh.json", "-iii_seed1")
+    _, fresh_mult = _score_spread(page / "score_scale_multiplicative_iii_fresh.json", "-iii_seed1")
+    b = grid["claim"]["scaled-dot"]["bootstrap"]
+    kv = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("key-value", "iii"))["ours"]
+    src = "grid.json, attention_stats_valid.json and score_scale_iii.json, score_scale_*_fresh.json"
+    doc.check_prose(rf"Scaled-dot \(iii\), whose product of projected states is divided by √a, is not hurt either: "
+                    rf"\(iii\) − \(i\) {N} \[{N}, {N}\] on test2016 and {N} \[{N}, {N}\] on test2017, attention "
+                    rf"entropy {N} nats, DROP-attn {N} %, and a median score spread of {N} after training \({N} in "
+                    rf"scaled-dot \(i\)\) and {N} in a fresh model",
+                    [signed(b[t]["iii-i"][f]) for t in ("test2016", "test2017") for f in ("delta", "low", "high")]
+                    + [f2(st["scaled-dot"]["entropy"]), f"{st['scaled-dot']['drop_attn']:.1f}",
+                       f2(s3["scaled-dot"]), f2(s1["scaled-dot"]), f2(fresh_sd)], "scaled-dot (iii)", src)
+    doc.check_prose(rf"Key-value \(iii\), whose keys are a learned map of the layer-normed states scored by the "
+                    rf"unscaled product, is [a-z' ()]+ \({N} test2016 BLEU, validation perplexity {N}\) and its "
+                    rf"attention [a-z ]+ \({N} nats, DROP-attn {N} %\): its median score spread is {N} after "
+                    rf"training \({N} in key-value \(i\)\) and {N} in a fresh model, as multiplicative \(iii\)'s {N}",
+                    [f2(kv["test2016"]["mean"]), f2(kv["valid_ppl"]["mean"]), f2(st["key-value"]["entropy"]),
+                     f"{st['key-value']['drop_attn']:.1f}", f2(s3["key-value"]), f2(s1["key-value"]),
+                     f2(fresh_kv), f2(fresh_mult)], "key-value (iii)", src)
+    if "and only there" in doc.flat:     # the conclusion: (iii) below both for the unscaled products only
+        verdicts = {sc: c["verdict"] for sc, c in grid["claim"].items()}
+        assert [sc for sc, v in verdicts.items() if v == "reproduced"] == ["multiplicative", "key-value"], verdicts
+    falls = [-grid["claim"][sc]["bootstrap"][t]["iii-i"]["delta"]
+             for sc in ("multiplicative", "key-value") for t in ("test2016", "test2017")]
+    method = Doc(REPO / "docs" / "method.md")
+    method.check_prose(rf"\(iii\) {N}-{N} BLEU below \(i\) for these two scorers",
+                       [str(math.floor(min(falls))), str(math.ceil(max(falls)))], "method.md: (iii) − (i)", src)
+    method.assert_ok()
+    if "already spread over 100 times" in Doc(OVERVIEW).flat:
+        mult_i = json.loads((page / "score_scale_multiplicative.json").read_text())["fresh"]["score_std_median"]
+        assert min(fresh_mult, fresh_kv) > 100 * mult_i, (fresh_mult, fresh_kv, mult_i)
+
+
 def _valid_ppl(log):
     """{epoch: validation perplexity} of a kept training log."""
     from fairseq_acvi.mt_eval.logs import parse_train_log
@@ -716,9 +769,10 @@ def _check_grid_overview(grid, kept, src):
                    [gap, f2(entropy["key-value"]), f"{f2(min(others))}-{f2(max(others))}"],
                    "overview: key-value", src)
     att = [v for (scorer, config), v in t16.items() if scorer is not None and config == "i"]
-    readme.check_prose(rf"seed 1; {N} of the 13 cells so far \| no attention {N} test2016 BLEU, "
+    readme.check_prose(rf"seed 1; (all 13 cells|\d+ of the 13 cells so far) \| no attention {N} test2016 BLEU, "
                        rf"configuration \(i\) ({NN}-{NN});",
-                       [str(len(done)), f2(t16[None, None]), f"{f2(min(att))}-{f2(max(att))}"],
+                       ["all 13 cells" if len(done) == 13 else f"{len(done)} of the 13 cells so far",
+                        f2(t16[None, None]), f"{f2(min(att))}-{f2(max(att))}"],
                        "README: the grid", src)
     readme.check_prose(rf"key-value \(i\) {N} behind additive \(i\)", [gap], "README: key-value", src)
     ov.assert_ok()

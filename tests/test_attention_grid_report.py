@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import zlib
@@ -259,6 +260,26 @@ def test_acvi_is_set_beside_soft_in_its_cell(grid_runs):
     md = grid.markdown(rep)
     assert "## ACVI beside soft in the same cell" in md
     assert "| additive (i) | ACVI − soft | +3.00 ± 0.00 (seeds 1, 2) |" in md
+
+
+def test_more_seeds_compare_each_configuration_with_i_seed_by_seed(grid_runs):
+    root, refs = grid_runs
+    assert _report(root, refs)["over_seeds"] == []          # one seed of every (ii) and (iii) cell
+    # additive (ii), seeds 2 and 3: valid 31 and 37 (additive (i): 32 and 34; seed 1: 20 and 30)
+    for seed, valid in ((2, 31.0), (3, 37.0)):
+        make_run(root, "soft", "additive-ii", seed, {"valid": valid, "test2016": 49.0})
+    rep = _report(root, refs)
+    assert [(o["scorer"], o["config"]) for o in rep["over_seeds"]] == [("additive", "ii")]
+    d = rep["over_seeds"][0]["minus_i"]
+    assert d["valid"]["seeds"] == [1, 2, 3]
+    assert d["valid"]["mean"] == pytest.approx((-10 - 1 + 3) / 3)
+    assert d["valid"]["std"] == pytest.approx(statistics.stdev([-10.0, -1.0, 3.0]))
+    first = [round(tok_bleu(hyps_of("additive", c)["test2016"], REFS["test2016"]), 2) for c in ("i", "ii")]
+    assert d["test2016"]["seeds"] == [1, 2, 3]       # seed 1's decodes; 49 − 50 for seeds 2 and 3
+    assert d["test2016"]["mean"] == pytest.approx((first[1] - first[0] - 2.0) / 3)
+    md = grid.markdown(rep)
+    assert "## Over seeds: each configuration against (i) with its scorer" in md
+    assert f"| additive | (ii) | −2.67 ± {statistics.stdev([-10.0, -1.0, 3.0]):.2f} (seeds 1, 2, 3) |".replace("−", "-") in md
 
 
 def test_the_command_writes_grid_md_and_json(grid_runs, tmp_path, capsys):

@@ -27,6 +27,9 @@ What is built (:func:`build` returns it as one JSON-able dict, :func:`markdown` 
   (:func:`verdict`);
 * whether attending to the decoder's past helps: the paired bootstrap of BLEU (ii) − (i) per scorer
   and test split, beside the seed's (ii) − (i);
+* over seeds (``STAGE=seeds``): each configuration against (i) with the same scorer, tokenised BLEU
+  seed by seed over the seeds both have (mean ± std of the per-seed differences), where they share
+  two or more seeds;
 * ACVI beside soft in the same cell, where the grid has ACVI runs.
 """
 import os
@@ -251,6 +254,12 @@ def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir
                              and is_finished(r) for r in pair_runs)]
         if claim[scorer]["verdict"] == "not run" and absent:
             claim[scorer]["reason"] = f"no finished run of seed {grid_seed}: " + ", ".join(absent)
+    over_seeds = []
+    for scorer in SCORERS:
+        for c in CONFIGS[1:]:
+            diffs = {s: paired(pair_runs, pair, variant(scorer, "i"), variant(scorer, c), s) for s in SPLITS}
+            if any(d is not None and len(d["seeds"]) >= 2 for d in diffs.values()):
+                over_seeds.append({"scorer": scorer, "config": c, "minus_i": diffs})
     acvi = []
     for scorer in SCORERS:
         for c in CONFIGS:
@@ -267,7 +276,7 @@ def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir
             "claim": claim,
             "seed_claim_holds": {s: [sc for sc in SCORERS if seed[sc][s]["iii_below_both"]]
                                  for s in SEED_SETS},
-            "acvi": acvi, "rescored": rescored, "warnings": warnings}
+            "over_seeds": over_seeds, "acvi": acvi, "rescored": rescored, "warnings": warnings}
 
 
 # --- markdown ------------------------------------------------------------------------------------
@@ -373,6 +382,16 @@ def markdown(report: dict) -> str:
     lines += [""] + [f"- {scorer}: {report['claim'][scorer]['verdict']} ({report['claim'][scorer]['reason']})."
                      for scorer in SCORERS]
     lines += _decoder_past_section(report)
+    if report.get("over_seeds"):
+        lines += ["", "## Over seeds: each configuration against (i) with its scorer", "",
+                  "Tokenised BLEU of the configuration minus (i), seed by seed over the seeds both have "
+                  "(mean ± std of the per-seed differences; the seeds in brackets).", "",
+                  "| scorer | configuration | " + " | ".join(f"{s} − (i)" for s in SPLITS) + " |",
+                  "|---|---|" + "---|" * len(SPLITS)]
+        for o in report["over_seeds"]:
+            lines.append(f"| {o['scorer']} | ({o['config']}) | " + " | ".join(
+                "–" if d is None else f"{d['mean']:+.2f} ± {d['std']:.2f} (seeds "
+                + ", ".join(map(str, d["seeds"])) + ")" for d in (o["minus_i"][s] for s in SPLITS)) + " |")
     if report["acvi"]:
         lines += ["", "## ACVI beside soft in the same cell", "",
                   "Tokenised BLEU and validation perplexity (mean ± std, n = seeds); ACVI − soft: seed by "

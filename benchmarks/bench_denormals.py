@@ -12,7 +12,7 @@ For each checkpoint: training target words/s of one step (forward, backward of t
 negative log-likelihood and any loss terms, SGD with learning rate 0 so that every step sees the
 same weights) on the first ``--sentences`` sentences of ``--subset``, with subnormals kept and
 flushed, interleaved (the order rotates every round), medians over ``--rounds``; the ratio
-flushed / kept. One thread (the flag is the calling thread's).
+flushed / kept. One thread (the flag is set and unset between rounds, on the calling thread).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_denormals.py --data data-bin/multi30k_en_de \\
         --path runs/mt_attention_grid/en_de/soft-key-value-iii_seed1/checkpoint_last.pt [--path ...] \\

@@ -1,5 +1,6 @@
-"""FAIRSEQ_ACVI_FLUSH_DENORMAL: off unless asked; 1 flushes subnormal floats on the importing
-thread; a bad value is an error naming the variable."""
+"""FAIRSEQ_ACVI_FLUSH_DENORMAL: off unless asked; 1 flushes subnormal floats in every intra-op
+thread made after the plugin's import, and a warning names the share kept where the threads were
+made before; a bad value is an error naming the variable."""
 import os
 import subprocess
 import sys
@@ -15,12 +16,12 @@ PROBE = ("import fairseq_acvi, torch; from fairseq_acvi import cpu_denormals; "
          "print(cpu_denormals.FLUSHED, (torch.tensor([1e-39]) * 1.0).item() == 0.0)")
 
 
-def _run(value):
+def _run(value, probe=PROBE, threads=1):
     env = {k: v for k, v in os.environ.items() if k != cpu_denormals.ENV}
     if value is not None:
         env[cpu_denormals.ENV] = value
-    env["OMP_NUM_THREADS"] = "1"
-    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=REPO,
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=300)
 
 
@@ -45,3 +46,31 @@ def test_requested_reads_the_usual_spellings():
     assert [cpu_denormals.requested(v) for v in ("0", "false", "off", "")] == [False] * 4
     with pytest.raises(ValueError, match="FAIRSEQ_ACVI_FLUSH_DENORMAL='2'"):
         cpu_denormals.requested("2")
+
+
+def _can_flush():
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal floats")
+
+
+def test_every_intra_op_thread_flushes_when_the_plugin_comes_first():
+    _can_flush()
+    probe = ("import fairseq_acvi, torch; from fairseq_acvi import cpu_denormals; "
+             "print(torch.get_num_threads(), cpu_denormals.kept_fraction())")
+    res = _run("1", probe, threads=2)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split("\n")[-2] == "2 0.0", res.stdout
+    assert "are kept" not in res.stderr
+    off = _run("0", probe, threads=2)              # the probe itself: every subnormal kept when off
+    assert off.stdout.split("\n")[-2] == "2 1.0", off.stdout
+
+
+def test_threads_made_before_the_plugin_keep_theirs_and_a_warning_says_so():
+    _can_flush()
+    probe = ("import torch; torch.ones(1 << 20) * torch.ones(1 << 20); import fairseq_acvi; "
+             "from fairseq_acvi import cpu_denormals; print(cpu_denormals.kept_fraction())")
+    res = _run("1", probe, threads=2)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert float(res.stdout.split("\n")[-2]) == 0.5, res.stdout
+    assert "came after the CPU's 2 intra-op threads were made: 50 % of a parallel product's " \
+           "subnormal results are kept" in res.stderr, res.stderr[-2000:]

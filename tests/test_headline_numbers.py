@@ -606,6 +606,9 @@ def test_attention_grid_figures():
         _check_multiplicative_iii(doc, grid, page)
     if all((sc, "iii") in cells for sc in ("scaled-dot", "key-value")) and (page / "score_scale_iii.json").is_file():
         _check_scaled_dot_key_value_iii(doc, grid, page)
+    if (page / "key_value_control_paired.json").is_file():
+        _check_key_value_control(doc, grid, page)
+    _check_over_seeds(doc, page)
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)
@@ -684,6 +687,78 @@ def _check_multiplicative_iii(doc, grid, page):
         if "no interval separates its BLEU" in doc.flat:
             assert all(ab[t][k]["low"] <= 0 <= ab[t][k]["high"] for t in ("test2016", "test2017")
                        for k in ("iii-i", "iii-ii")), "the page says no interval separates additive (iii)"
+
+
+def _check_key_value_control(doc, grid, page):
+    """The key-value control (the scaled-dot scorer on the keys, configuration (i)) on the grid page,
+    in the overview and in the README row: its BLEU and perplexity (results.json), its paired
+    bootstraps against key-value (i) and additive (i), its attention statistics and score spread."""
+    run = next(r for r in json.loads((page / "results.json").read_text())["runs"]
+               if (r["variant"], r["seed"]) == ("soft-key-value-scaled-dot-i", 1))
+    kv = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("key-value", "i"))["ours"]
+    pb = json.loads((page / "key_value_control_paired.json").read_text())
+    st = json.loads((page / "outputs" / "en_de" / "soft-key-value-scaled-dot-i_seed1" / "attention_stats_valid.json").read_text())
+    st_kv = _grid_i_stats(page / "outputs" / "en_de")["key-value"]
+    spread, _ = _score_spread(page / "score_scale_key_value_control.json", "-i_seed1")
+    spread_i, _ = _score_spread(page / "score_scale_i.json", "-i_seed1")
+
+    def iv(x):
+        return [signed(x["delta"]), signed(x["low"]), signed(x["high"])]
+    src = "results.json, key_value_control_paired.json, attention_stats_valid.json, score_scale_*.json"
+    doc.check_prose(rf"tests this: {N} / {N} / {N} BLEU \(valid / test2016 / test2017\) at a validation perplexity "
+                    rf"of {N} \(key-value \(i\), the same order: {N} / {N} / {N}, {N}\); control − key-value \(i\) "
+                    rf"{N} \[{N}, {N}\] on test2016 and {N} \[{N}, {N}\] on test2017, control − additive \(i\) "
+                    rf"{N} \[{N}, {N}\] and {N} \[{N}, {N}\]",
+                    [f2(run["bleu"][k]["bleu_tok"]) for k in ("valid", "test2016", "test2017")]
+                    + [f2(run["valid_ppl"])] + [f2(kv[k]["mean"]) for k in ("valid", "test2016", "test2017", "valid_ppl")]
+                    + iv(pb["minus_key_value_i"]["test2016"]) + iv(pb["minus_key_value_i"]["test2017"])
+                    + iv(pb["minus_additive_i"]["test2016"]) + iv(pb["minus_additive_i"]["test2017"]),
+                    "the key-value control", src)
+    doc.check_prose(rf"Its attention has {N} nats a decoded step and DROP-attn {N} % \(key-value \(i\): {N}, {N} %\), "
+                    rf"and its scores a median spread of {N} after training \({N};",
+                    [f2(st["entropy"]), f"{st['drop_attn']:.1f}", f2(st_kv["entropy"]), f"{st_kv['drop_attn']:.1f}",
+                     f2(spread["key-value-scaled-dot"]), f2(spread_i["key-value"])], "the key-value control's attention", src)
+    if "level with additive (i) (no interval excludes 0)" in doc.flat:
+        assert all(pb["minus_key_value_i"][t]["low"] > 0 and pb["minus_additive_i"][t]["low"] <= 0
+                   <= pb["minus_additive_i"][t]["high"] for t in ("test2016", "test2017")), pb
+    add = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("additive", "i"))["ours"]
+    gaps = [add[k]["mean"] - kv[k]["mean"] for k in ("valid", "test2016", "test2017")]
+    gains = [pb["minus_key_value_i"][t]["delta"] for t in ("test2016", "test2017")]
+    method = Doc(REPO / "docs" / "method.md")
+    method.check_prose(rf"key-value \(i\) trails additive \(i\) by ({NN}-{NN}) BLEU on Multi30K .* it is ({NN}-{NN}) "
+                       rf"BLEU above that on the test sets",
+                       [f"{min(gaps):.1f}-{max(gaps):.1f}", f"{min(gains):.1f}-{max(gains):.1f}"],
+                       "method.md: the scorer of the keys", src)
+    method.assert_ok()
+    ov, readme = Doc(OVERVIEW), Doc(README)
+    ov.check_prose(rf"scaled-dot`\) it scores {N}: {N} \[{N}, {N}\] over key-value \(i\) and {N} \[{N}, {N}\] "
+                   rf"against additive \(i\)",
+                   [f2(run["bleu"]["test2016"]["bleu_tok"])] + iv(pb["minus_key_value_i"]["test2016"])
+                   + iv(pb["minus_additive_i"]["test2016"]), "overview: the key-value control", src)
+    bench = Doc(REPO / "BENCHMARKS.md")
+    bench.check_prose(rf"the key-value control \(i\) with the scaled-dot scorer on its keys {N} / {N} / {N}",
+                      [f2(run["bleu"][k]["bleu_tok"]) for k in ("valid", "test2016", "test2017")],
+                      "BENCHMARKS: the key-value control", src)
+    bench.assert_ok()
+    readme.check_prose(rf"level with additive \(i\) with the scaled-dot scorer on its keys, {N} \[{N}, {N}\]",
+                       iv(pb["minus_additive_i"]["test2016"]), "README: the key-value control", src)
+    ov.assert_ok()
+    readme.assert_ok()
+
+
+def _check_over_seeds(doc, page):
+    """The grid page's 'Over seeds' table: the mean ± std of every cell with two or more seeds
+    (grid.json), and no such table while every cell has one."""
+    grid = json.loads((page / "grid.json").read_text(encoding="utf-8"))
+    multi = [r for r in grid["rows"] if r["ours"]["status"] == "run" and len(r["ours"]["seeds"]) >= 2]
+    assert ("## Over seeds" in (page / "README.md").read_text()) == bool(multi), "the 'Over seeds' section"
+    for r in multi:
+        o = r["ours"]
+        doc.check_row("mean ± std over the finished seeds", f"{r['scorer']} ({r['config']})",
+                      {1: ", ".join(map(str, o["seeds"])),
+                       **{i: f"{f2(o[k]['mean'])} ± {f2(o[k]['std'])}"
+                          for i, k in enumerate(("valid", "test2016", "test2017", "valid_ppl"), start=2)}},
+                      "grid.json")
 
 
 def _score_spread(path, suffix):

@@ -806,6 +806,10 @@ def _check_scaled_dot_key_value_iii(doc, grid, page):
     method.check_prose(rf"\(iii\) {N}-{N} BLEU below \(i\) for these two scorers",
                        [str(math.floor(min(falls))), str(math.ceil(max(falls)))], "method.md: (iii) − (i)", src)
     method.assert_ok()
+    guide = Doc(REPO / "docs" / "guide.md")
+    guide.check_prose(rf"costs `multiplicative` and `key-value` {N}-{N} BLEU and `scaled-dot` and `additive` no measurable BLEU",
+                      [str(math.floor(min(falls))), str(math.ceil(max(falls)))], "guide: (iii) − (i)", src)
+    guide.assert_ok()
     if "already spread over 100 times" in Doc(OVERVIEW).flat:
         mult_i = json.loads((page / "score_scale_multiplicative.json").read_text())["fresh"]["score_std_median"]
         assert min(fresh_mult, fresh_kv) > 100 * mult_i, (fresh_mult, fresh_kv, mult_i)

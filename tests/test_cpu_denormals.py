@@ -53,24 +53,28 @@ def _can_flush():
         pytest.skip("this CPU cannot flush subnormal floats")
 
 
+def _probe_two_threads(value, probe):
+    """(the probe's last printed line, its stderr) with FAIRSEQ_ACVI_FLUSH_DENORMAL=value, 2 threads."""
+    res = _run(value, probe, threads=2)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout.split("\n")[-2], res.stderr
+
+
 def test_every_intra_op_thread_flushes_when_the_plugin_comes_first():
     _can_flush()
     probe = ("import fairseq_acvi, torch; from fairseq_acvi import cpu_denormals; "
              "print(torch.get_num_threads(), cpu_denormals.kept_fraction())")
-    res = _run("1", probe, threads=2)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.split("\n")[-2] == "2 0.0", res.stdout
-    assert "are kept" not in res.stderr
-    off = _run("0", probe, threads=2)              # the probe itself: every subnormal kept when off
-    assert off.stdout.split("\n")[-2] == "2 1.0", off.stdout
+    line, err = _probe_two_threads("1", probe)
+    assert line == "2 0.0" and "are kept" not in err, (line, err[-2000:])
+    line, _ = _probe_two_threads("0", probe)        # the probe itself: every subnormal kept when off
+    assert line == "2 1.0", line
 
 
 def test_threads_made_before_the_plugin_keep_theirs_and_a_warning_says_so():
     _can_flush()
     probe = ("import torch; torch.ones(1 << 20) * torch.ones(1 << 20); import fairseq_acvi; "
              "from fairseq_acvi import cpu_denormals; print(cpu_denormals.kept_fraction())")
-    res = _run("1", probe, threads=2)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert float(res.stdout.split("\n")[-2]) == 0.5, res.stdout
+    line, err = _probe_two_threads("1", probe)
+    assert float(line) == 0.5, line
     assert "came after the CPU's 2 intra-op threads were made: 50 % of a parallel product's " \
-           "subnormal results are kept" in res.stderr, res.stderr[-2000:]
+           "subnormal results are kept" in err, err[-2000:]

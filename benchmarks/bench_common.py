@@ -56,24 +56,30 @@ def elbo_loss(model, src, lengths, prev, tgt, score_target=None):
     return loss
 
 
-def training_words_per_second(models, opts, b, words: int, rounds: int, warmup=None):
-    """Target words/s of :func:`elbo_train_step` for each model on the same batch ``b``: warm-up
-    steps (one each, or ``warmup[name]``: a compiled model compiles and records its CUDA graphs
-    there), then ``rounds`` rounds with the models' order rotated every round; medians.
-    ``models``/``opts``: name -> model / optimizer (the models are put in train mode)."""
-    import statistics
-
-    times = {k: [] for k in models}
-    for m in models.values():
-        m.train()
-    for k in models:  # warm-up
+def interleaved_times(steps, rounds: int, warmup=None):
+    """{name: [seconds, ...]} of each step ``steps[name]()`` (a callable): warm-up calls (one each,
+    or ``warmup[name]``), then ``rounds`` rounds with the order rotated every round."""
+    for k, step in steps.items():
         for _ in range((warmup or {}).get(k, 1)):
-            elbo_train_step(models[k], opts[k], *b)
-    keys = list(models)
+            step()
+    keys = list(steps)
+    times = {k: [] for k in keys}
     for r in range(rounds):
         for k in keys[r % len(keys):] + keys[: r % len(keys)]:
-            times[k].append(timed(lambda: elbo_train_step(models[k], opts[k], *b)))
-    return {k: words / statistics.median(v) for k, v in times.items()}
+            times[k].append(timed(steps[k]))
+    return times
+
+
+def training_words_per_second(models, opts, b, words: int, rounds: int, warmup=None):
+    """Target words/s of :func:`elbo_train_step` for each model on the same batch ``b``, timed by
+    :func:`interleaved_times` (``warmup[name]``: a compiled model compiles and records its CUDA
+    graphs there); medians. ``models``/``opts``: name -> model / optimizer (put in train mode)."""
+    import statistics
+
+    for m in models.values():
+        m.train()
+    steps = {k: (lambda k=k: elbo_train_step(models[k], opts[k], *b)) for k in models}
+    return {k: words / statistics.median(v) for k, v in interleaved_times(steps, rounds, warmup).items()}
 
 
 def load_checkpoints(paths, data, **overrides):

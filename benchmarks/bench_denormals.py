@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fairseq_acvi  # noqa: E402,F401
-from bench_common import elbo_train_step, load_checkpoints, subset_batches, timed  # noqa: E402
+from bench_common import elbo_train_step, interleaved_times, load_checkpoints, subset_batches  # noqa: E402
 
 
 def step_args(b):
@@ -44,19 +44,16 @@ def measure(model, b, rounds: int):
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     args = step_args(b)
-    times = {"kept": [], "flushed": []}
-    try:
-        for mode in times:  # warm-up, one step each
-            torch.set_flush_denormal(mode == "flushed")
+
+    def step(flush):
+        def run():
+            torch.set_flush_denormal(flush)
             elbo_train_step(model, opt, *args)
-        order = list(times)
-        for r in range(rounds):
-            for mode in order[r % 2:] + order[:r % 2]:
-                torch.set_flush_denormal(mode == "flushed")
-                times[mode].append(timed(lambda: elbo_train_step(model, opt, *args)))
+        return run
+    try:
+        return interleaved_times({"kept": step(False), "flushed": step(True)}, rounds)
     finally:
         torch.set_flush_denormal(False)
-    return times
 
 
 def main(argv=None):

@@ -658,10 +658,9 @@ def _check_multiplicative_iii(doc, grid, page):
     kept = page / "outputs" / "en_de" / "soft-multiplicative-iii_seed1"
     ppl_before, ppl_last, ppl_fall = _last_epoch_fall(_valid_ppl(kept / "train.log.gz"))
     st = json.loads((kept / "attention_stats_valid.json").read_text())
-    sc = json.loads((page / "score_scale_multiplicative.json").read_text())
-    sd = {k.split("/")[-2].rsplit("-", 1)[1].split("_")[0]: x["score_std_median"] for k, x in sc["checkpoints"].items()}
-    fresh3 = json.loads((page / "score_scale_multiplicative_iii_fresh.json").read_text())["fresh"]["score_std_median"]
-    row = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("multiplicative", "iii"))
+    sd, fresh1 = _score_spread(page / "score_scale_multiplicative.json", "_seed1")
+    _, fresh3 = _score_spread(page / "score_scale_multiplicative_iii_fresh.json", "_seed1")
+    row = _grid_row(grid, "multiplicative", "iii")
     d16 = grid["claim"]["multiplicative"]["bootstrap"]["test2016"]["iii-i"]["delta"]
     src = "the kept log, attention statistics and score_scale_multiplicative*.json"
     doc.check_prose(rf"Multiplicative \(iii\) is (?:the grid's lowest attention cell|far below \(i\) and \(ii\)) \({N} test2016 BLEU; validation perplexity {N}, still "
@@ -671,13 +670,13 @@ def _check_multiplicative_iii(doc, grid, page):
                      f"{st['drop_attn']:.1f}"], "multiplicative (iii)", src)
     doc.check_prose(rf"has a median of {N} after training, against {N} in \(i\) and {N} in \(ii\), and "
                     rf"already {N} in a fresh \(iii\) model against {N} in a fresh \(i\) model",
-                    [f2(sd["iii"]), f2(sd["i"]), f2(sd["ii"]), f2(fresh3), f2(sc["fresh"]["score_std_median"])],
+                    [f2(sd[f"multiplicative-{c}"]) for c in ("iii", "i", "ii")] + [f2(fresh3), f2(fresh1)],
                     "multiplicative (iii)'s scores", src)
     doc.check_prose(rf"ours is {N} below on test2016", [f2(-d16)], "multiplicative (iii) − (i)", src)
     add3 = page / "outputs" / "en_de" / "soft-additive-iii_seed1" / "attention_stats_valid.json"
     if add3.is_file():
         sa = json.loads(add3.read_text())
-        a3 = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("additive", "iii"))["ours"]
+        a3 = _grid_row(grid, "additive", "iii")["ours"]
         doc.check_prose(rf"Additive \(iii\), whose scorer is bounded by tanh, is not hurt: its attention is "
                         rf"(?:the softest of the grid|softer than \(i\)'s) \({N} nats, DROP-attn {N} %\), its validation "
                         rf"perplexity (?:the lowest of the grid|below \(i\)'s and \(ii\)'s) \({N}\)",
@@ -695,7 +694,7 @@ def _check_key_value_control(doc, grid, page):
     bootstraps against key-value (i) and additive (i), its attention statistics and score spread."""
     run = next(r for r in json.loads((page / "results.json").read_text())["runs"]
                if (r["variant"], r["seed"]) == ("soft-key-value-scaled-dot-i", 1))
-    kv = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("key-value", "i"))["ours"]
+    kv = _grid_row(grid, "key-value", "i")["ours"]
     pb = json.loads((page / "key_value_control_paired.json").read_text())
     st = json.loads((page / "outputs" / "en_de" / "soft-key-value-scaled-dot-i_seed1" / "attention_stats_valid.json").read_text())
     st_kv = _grid_i_stats(page / "outputs" / "en_de")["key-value"]
@@ -721,7 +720,7 @@ def _check_key_value_control(doc, grid, page):
     if "level with additive (i) (no interval excludes 0)" in doc.flat:
         assert all(pb["minus_key_value_i"][t]["low"] > 0 and pb["minus_additive_i"][t]["low"] <= 0
                    <= pb["minus_additive_i"][t]["high"] for t in ("test2016", "test2017")), pb
-    add = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("additive", "i"))["ours"]
+    add = _grid_row(grid, "additive", "i")["ours"]
     gaps = [add[k]["mean"] - kv[k]["mean"] for k in ("valid", "test2016", "test2017")]
     gains = [pb["minus_key_value_i"][t]["delta"] for t in ("test2016", "test2017")]
     method = Doc(REPO / "docs" / "method.md")
@@ -761,6 +760,11 @@ def _check_over_seeds(doc, page):
                       "grid.json")
 
 
+def _grid_row(grid, scorer, config):
+    """The row of grid.json (or of :func:`_grid_of_grid_seed`) of one cell."""
+    return next(r for r in grid["rows"] if (r["scorer"], r["config"]) == (scorer, config))
+
+
 def _score_spread(path, suffix):
     """{scorer: median score spread} of a score_scale JSON whose checkpoints are grid cells
     ``soft-<scorer><suffix>/checkpoint_best.pt``, and the fresh model's spread (or None)."""
@@ -781,7 +785,7 @@ def _check_scaled_dot_key_value_iii(doc, grid, page):
     _, fresh_sd = _score_spread(page / "score_scale_scaled_dot_iii_fresh.json", "-iii_seed1")
     _, fresh_mult = _score_spread(page / "score_scale_multiplicative_iii_fresh.json", "-iii_seed1")
     b = grid["claim"]["scaled-dot"]["bootstrap"]
-    kv = next(r for r in grid["rows"] if (r["scorer"], r["config"]) == ("key-value", "iii"))["ours"]
+    kv = _grid_row(grid, "key-value", "iii")["ours"]
     src = "grid.json, attention_stats_valid.json and score_scale_iii.json, score_scale_*_fresh.json"
     doc.check_prose(rf"Scaled-dot \(iii\), whose product of projected states is divided by √a, is not hurt either: "
                     rf"\(iii\) − \(i\) {N} \[{N}, {N}\] on test2016 and {N} \[{N}, {N}\] on test2017, attention "
@@ -811,7 +815,7 @@ def _check_scaled_dot_key_value_iii(doc, grid, page):
                       [str(math.floor(min(falls))), str(math.ceil(max(falls)))], "guide: (iii) − (i)", src)
     guide.assert_ok()
     if "already spread over 100 times" in Doc(OVERVIEW).flat:
-        mult_i = json.loads((page / "score_scale_multiplicative.json").read_text())["fresh"]["score_std_median"]
+        _, mult_i = _score_spread(page / "score_scale_multiplicative.json", "_seed1")
         assert min(fresh_mult, fresh_kv) > 100 * mult_i, (fresh_mult, fresh_kv, mult_i)
 
 
@@ -1216,8 +1220,6 @@ def test_readme_summary_check_catches_a_changed_figure():
 def test_subnormals_figures():
     """docs/results/subnormals_2026-11-30: the words/s of each kept training log, their medians and
     ratio, on the page, in BENCHMARKS and in the guide; both runs logged the same losses."""
-    import statistics
-
     from fairseq_acvi.mt_eval.logs import log_lines
     page = RESULTS / "subnormals_2026-11-30"
     logs = {mode: [json.loads(line.split("| train_inner | ", 1)[1])

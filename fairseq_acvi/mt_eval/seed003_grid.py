@@ -298,6 +298,11 @@ def _yes_no(b: Optional[bool]) -> str:
     return "–" if b is None else ("yes" if b else "no")
 
 
+def _seed_difference_text(d: Optional[dict]) -> str:
+    """``+1.20 ± 0.30 (seeds 1, 2, 3)`` of a seed-by-seed difference (:func:`paired`); – for None."""
+    return "–" if d is None else f"{d['mean']:+.2f} ± {d['std']:.2f} (seeds " + ", ".join(map(str, d["seeds"])) + ")"
+
+
 def seed_difference(scorer: str, base: str, other: str) -> Dict[str, float]:
     """The seed's BLEU ``other`` − ``base`` for ``scorer`` per test set ({"wmt": …, "europarl": …})."""
     by = {r["config"]: r for r in seed_rows() if r["scorer"] == scorer}
@@ -389,9 +394,8 @@ def markdown(report: dict) -> str:
                   "| scorer | configuration | " + " | ".join(f"{s} − (i)" for s in SPLITS) + " |",
                   "|---|---|" + "---|" * len(SPLITS)]
         for o in report["over_seeds"]:
-            lines.append(f"| {o['scorer']} | ({o['config']}) | " + " | ".join(
-                "–" if d is None else f"{d['mean']:+.2f} ± {d['std']:.2f} (seeds "
-                + ", ".join(map(str, d["seeds"])) + ")" for d in (o["minus_i"][s] for s in SPLITS)) + " |")
+            lines.append(f"| {o['scorer']} | ({o['config']}) | "
+                         + " | ".join(_seed_difference_text(o["minus_i"][s]) for s in SPLITS) + " |")
     if report["acvi"]:
         lines += ["", "## ACVI beside soft in the same cell", "",
                   "Tokenised BLEU and validation perplexity (mean ± std, n = seeds); ACVI − soft: seed by "
@@ -403,9 +407,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {name} | soft | " + " | ".join(_cell_texts(a["soft"], cols)) + " |")
             lines.append(f"| {name} | ACVI | " + " | ".join(_cell_texts(a["acvi"], cols)) + " |")
             diffs = [a["acvi_minus_soft"][s] for s in SPLITS]
-            lines.append(f"| {name} | ACVI − soft | " + " | ".join(
-                "–" if d is None else f"{d['mean']:+.2f} ± {d['std']:.2f} (seeds "
-                + ", ".join(map(str, d["seeds"])) + ")" for d in diffs) + " | – |")
+            lines.append(f"| {name} | ACVI − soft | " + " | ".join(map(_seed_difference_text, diffs)) + " | – |")
     if report["warnings"]:
         lines += ["", "Warnings:", ""] + [f"- {w}" for w in report["warnings"]]
     lines.append("")

@@ -17,6 +17,7 @@ import sacrebleu
 from conftest import REPO
 from fairseq_acvi.cli import attention_grid_report, mt_report
 from fairseq_acvi.mt_eval import seed003_grid as grid
+from fairseq_acvi.mt_eval.seed003_grid_markdown import markdown
 from fairseq_acvi.mt_eval.runs import find_runs
 from fairseq_acvi.mt_eval.summary import aggregate
 
@@ -99,6 +100,14 @@ def hyps_of(scorer, config):
             for s in ("test2016", "test2017")}
 
 
+#: words replaced per sentence in ACVI's test2016 hypotheses, per seed
+ACVI_DAMAGE = {1: 2, 2: 0}
+
+
+def acvi_hyps(seed):
+    return degrade(REFS["test2016"], ACVI_DAMAGE[seed], 100 + seed)
+
+
 @pytest.fixture
 def grid_runs(tmp_path):
     root = tmp_path / "runs"
@@ -112,9 +121,10 @@ def grid_runs(tmp_path):
         make_run(root, "soft", "additive-i", seed, {"valid": valid, "test2016": 50.0, "test2017": 40.0},
                  nll=(3.0, 1.0 + seed / 10))
     make_run(root, "soft", "additive-i", 4, {"valid": 99.0}, finished=False)
-    # ACVI in the additive (i) cell, seeds 1 and 2: valid BLEU 33 and 35 (soft: 30 and 32)
+    # ACVI in the additive (i) cell, seeds 1 and 2: valid BLEU 33 and 35 (soft: 30 and 32); their
+    # test2016 hypotheses: ACVI_DAMAGE words replaced per sentence (soft: seed 1 one, seed 2 none)
     for seed, valid in ((1, 33.0), (2, 35.0)):
-        make_run(root, "acvi", "additive-i", seed, {"valid": valid, "test2016": 51.0})
+        make_run(root, "acvi", "additive-i", seed, {"valid": valid}, hyps={"test2016": acvi_hyps(seed)})
     refs = tmp_path / "raw"
     refs.mkdir()
     for split, lines in REFS.items():
@@ -169,14 +179,18 @@ def test_table_values_are_means_over_finished_seeds(grid_runs):
     assert base["valid_ppl"]["mean"] == pytest.approx(2 ** 3.5)
     assert rows["soft-key-value-iii"]["ours"]["status"] == "not run"
     assert rows["soft-key-value-iii"]["wmt"] == 8.22
-    md = grid.markdown(rep)
+    md = markdown(rep)
     table = md.split("\n\n")[2].splitlines()
     assert len(table) == 2 + 13
     assert "| `soft-additive-i` | 10.77 | 17.83 | 32.00 ± 2.00 (n=3) |" in md
     assert "| `none-grid-none` | 4.60 | 7.31 | 5.00 (n=1) | 4.00 (n=1) | 3.00 (n=1) | 11.31 (n=1) |" in md
     assert ("| `soft-key-value-iii` | 8.22 | 13.98 | not run | not run | not run | not run |") in md
     assert "`bleu_tok`" in md and "closest" in md and "NLTK" in md
-    assert rep["warnings"] == []            # every recorded test BLEU is the hypotheses' own
+    # every recorded test BLEU that a bootstrap reads is the hypotheses' own, but additive (i) seed
+    # 2's (50, its decode the references), which the ACVI bootstrap reads
+    assert [w.split(" against ")[0] for w in rep["warnings"]] == [
+        "soft-additive-i seed 2 test2016: the hypotheses score 100.00"]
+    assert "bleu_test2016.json records 50.00 (other references?)" in rep["warnings"][0]
 
 
 def test_our_ordering_and_verdicts(grid_runs):
@@ -194,7 +208,7 @@ def test_our_ordering_and_verdicts(grid_runs):
     assert c["key-value"]["verdict"] == "not run"
     assert c["key-value"]["ours"]["test2016"]["order"]["missing"] == ["iii"]
     assert rep["seed_claim_holds"] == {"wmt": list(grid.SCORERS), "europarl": list(grid.SCORERS)}
-    md = grid.markdown(rep)
+    md = markdown(rep)
     assert "- multiplicative: not reproduced ((iii) significantly better:" in md
     assert "- key-value: not run (no finished run of seed 1: soft-key-value-iii)." in md
     assert "- additive: reproduced ((iii) significantly below (i) and (ii) on test2016 and test2017)." in md
@@ -218,7 +232,7 @@ def test_bootstrap_intervals_contain_the_true_difference(grid_runs):
     assert (same["delta"], same["low"], same["high"]) == (0.0, 0.0, 0.0)
     # key-value has no (iii): only (ii) − (i)
     assert {k for b in rep["claim"]["key-value"]["bootstrap"].values() for k in b} == {"ii-i"}
-    md = grid.markdown(rep)
+    md = markdown(rep)
     d = rep["claim"]["additive"]["bootstrap"]["test2016"]["iii-i"]
     assert f"{d['delta']:+.2f} (95% CI {d['low']:+.2f} to {d['high']:+.2f})" in md
 
@@ -238,7 +252,7 @@ def test_the_decoder_past_is_compared_with_configuration_i(grid_runs):
     assert rep["claim"]["key-value"]["bootstrap"]["test2016"]["ii-i"]["delta"] < 0        # 2 words vs 1
     assert grid.seed_difference("additive", "i", "ii") == {"wmt": pytest.approx(9.88 - 10.77),
                                                            "europarl": pytest.approx(17.71 - 17.83)}
-    md = grid.markdown(rep)
+    md = markdown(rep)
     assert "## Does attending to the decoder's past help? (ii) − (i)" in md
     # the seed's (ii) > (i): scaled-dot and key-value on WMT; multiplicative and key-value on Europarl
     assert "The seed's Table 1 has (ii) above (i) for 2 of 4 scorers on WMT and 2 of 4 scorers on Europarl" in md
@@ -257,9 +271,22 @@ def test_acvi_is_set_beside_soft_in_its_cell(grid_runs):
     d = a["acvi_minus_soft"]["valid"]
     assert (d["mean"], d["std"], d["seeds"]) == (pytest.approx(3.0), pytest.approx(0.0), [1, 2])
     assert a["acvi_minus_soft"]["test2017"] is None
-    md = grid.markdown(rep)
+    md = markdown(rep)
     assert "## ACVI beside soft in the same cell" in md
     assert "| additive (i) | ACVI − soft | +3.00 ± 0.00 (seeds 1, 2) |" in md
+    # each seed's paired bootstrap, from the hypotheses: test2016 only (no ACVI decode of test2017)
+    boot = a["bootstrap"]
+    assert set(boot) == {"test2016"} and set(boot["test2016"]) == {"1", "2"}
+    soft_hyps = {1: hyps_of("additive", "i")["test2016"], 2: REFS["test2016"]}
+    for seed in (1, 2):
+        r = boot["test2016"][str(seed)]
+        true = tok_bleu(acvi_hyps(seed), REFS["test2016"]) - tok_bleu(soft_hyps[seed], REFS["test2016"])
+        assert r["delta"] == pytest.approx(true, abs=1e-6) and r["low"] <= true <= r["high"]
+    assert boot["test2016"]["1"]["high"] < 0                      # two words replaced against one
+    assert (boot["test2016"]["2"]["delta"], boot["test2016"]["2"]["low"]) == (0.0, 0.0)   # the same text
+    one = boot["test2016"]["1"]
+    assert (f"| 1 | {one['delta']:+.2f} (95% CI {one['low']:+.2f} to {one['high']:+.2f}) | – |") in md
+    assert "| 2 | +0.00 (95% CI +0.00 to +0.00) | – |" in md
 
 
 def test_more_seeds_compare_each_configuration_with_i_seed_by_seed(grid_runs):
@@ -277,7 +304,7 @@ def test_more_seeds_compare_each_configuration_with_i_seed_by_seed(grid_runs):
     first = [round(tok_bleu(hyps_of("additive", c)["test2016"], REFS["test2016"]), 2) for c in ("i", "ii")]
     assert d["test2016"]["seeds"] == [1, 2, 3]       # seed 1's decodes; 49 − 50 for seeds 2 and 3
     assert d["test2016"]["mean"] == pytest.approx((first[1] - first[0] - 2.0) / 3)
-    md = grid.markdown(rep)
+    md = markdown(rep)
     assert "## Over seeds: each configuration against (i) with its scorer" in md
     assert f"| additive | (ii) | −2.67 ± {statistics.stdev([-10.0, -1.0, 3.0]):.2f} (seeds 1, 2, 3) |".replace("−", "-") in md
 
@@ -308,7 +335,9 @@ def test_kept_gz_hypotheses_give_the_same_intervals(grid_runs, tmp_path):
     for scorer in ("additive", "multiplicative", "scaled-dot"):
         assert from_kept["claim"][scorer]["bootstrap"] == from_runs["claim"][scorer]["bootstrap"]
         assert from_kept["claim"][scorer]["verdict"] == from_runs["claim"][scorer]["verdict"]
-    assert from_kept["warnings"] == []
+    assert from_kept["acvi"][0]["bootstrap"] == from_runs["acvi"][0]["bootstrap"] != {}
+    strip = lambda ws: [w.split(" against ")[0] for w in ws]             # the references' folder differs
+    assert strip(from_kept["warnings"]) == strip(from_runs["warnings"]) != []   # test_table_values_…
 
 
 def test_a_missing_reference_file_is_named(grid_runs, tmp_path, capsys):

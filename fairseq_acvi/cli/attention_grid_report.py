@@ -1,5 +1,5 @@
 """Seed 003's Table 1 beside the attention grid of ``recipes/mt_attention_grid.sh`` (docs/method.md
-§3.6; the library: fairseq_acvi/mt_eval/seed003_grid.py).
+§3.6; the library: fairseq_acvi/mt_eval/seed003_grid.py, its page seed003_grid_markdown.py).
 
 Usage (``python -m fairseq_acvi.cli.attention_grid_report``)::
 
@@ -14,7 +14,8 @@ against, ``<split>.<target language>`` (recipes/mt_multi30k.sh: ``$DATA_BIN/raw`
 Writes ``OUT/grid.md`` (the seed's 13 rows with our tokenised BLEU per split and validation
 perplexity, mean ± std over finished seeds; the ordering of the configurations per scorer; whether
 (iii) is below (i) and (ii), in the seed and in ours, with the paired bootstrap intervals of the
-grid seed's runs on test2016 and test2017 and a verdict per scorer; ACVI beside soft where run) and
+grid seed's runs on test2016 and test2017 and a verdict per scorer; ACVI beside soft where run,
+with each seed's paired bootstrap of ACVI − soft on the test splits) and
 ``OUT/grid.json`` (the same as data). A missing reference file, hypotheses that do not match the
 references, or no run of the grid: a line naming the file on stderr and exit status 2.
 """
@@ -25,7 +26,8 @@ import sys
 
 from fairseq_acvi.mt_eval.logs import ReportError
 from fairseq_acvi.mt_eval.runs import combine_runs, find_runs
-from fairseq_acvi.mt_eval.seed003_grid import build, grid_pairs, markdown
+from fairseq_acvi.mt_eval.seed003_grid import build, grid_pairs
+from fairseq_acvi.mt_eval.seed003_grid_markdown import markdown
 from fairseq_acvi.mt_eval.summary import aggregate
 
 

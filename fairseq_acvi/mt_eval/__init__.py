@@ -15,7 +15,7 @@ for bAbI: the tests and other scripts call these directly, and ``cli/`` holds on
 * :mod:`.paired_decodes` — two runs' decodes of a split compared sentence by sentence (their
   hypotheses and references read, the paired bootstrap of BLEU).
 * :mod:`.seed003_grid` — seed 003's Table 1 beside the attention grid
-  (``python -m fairseq_acvi.cli.attention_grid_report``).
+  (``python -m fairseq_acvi.cli.attention_grid_report``); :mod:`.seed003_grid_markdown` writes it.
 * :mod:`.normalizer_table` — the attention normalisers' BLEU and attention statistics
   (``python -m fairseq_acvi.cli.normalizers_report``).
 * :mod:`.reuse_run` — a finished default run counted under another tag (the softmax rows of

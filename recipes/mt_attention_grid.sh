@@ -19,6 +19,7 @@ INPUT_FEEDING="${INPUT_FEEDING:-0}"
 GRID_SEED="${GRID_SEED:-1}"
 BEST_SEEDS="${BEST_SEEDS:-1 2 3}"
 ACVI_SEEDS="${ACVI_SEEDS:-1 2 3}"
+ACVI_VARIANTS="${ACVI_VARIANTS:-acvi}"   # STAGE=acvi: acvi and/or control (the deterministic control)
 RUNS="${RUNS:-runs/mt_attention_grid}"
 CELL_ABLATE="${CELL_ABLATE:-0}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_$PAIR}"   # as recipes/mt_multi30k.sh's; STAGE=report reads raw/
@@ -39,6 +40,7 @@ check_positive_int HEADS
 check_choice INPUT_FEEDING 0 1
 check_int GRID_SEED
 check_int_list BEST_SEEDS ACVI_SEEDS
+check_choice_list ACVI_VARIANTS ' ' acvi control
 check_choice CELL_ABLATE 0 1
 check_choice ATTN_STATS 0 1
 check_choice STATS_SPLIT valid test2016 test2017
@@ -111,7 +113,12 @@ case "$STAGE" in
       for cell in "${best[@]}"; do
         read -r s c <<< "$cell"
         if [[ "$STAGE" == "acvi" ]]; then
-          plan+=("acvi $s-$c '$ACVI_SEEDS' $(cell_args "$s" "$c")")
+          # the control: ACVI's networks trained and decoded on the posterior mean, without the
+          # latent noise (docs/method.md §2.2, --acvi-train-samples 0), the run tag det-<cell>
+          for v in $ACVI_VARIANTS; do
+            if [[ "$v" == "acvi" ]]; then plan+=("acvi $s-$c '$ACVI_SEEDS' $(cell_args "$s" "$c")")
+            else plan+=("acvi det-$s-$c '$ACVI_SEEDS' $(cell_args "$s" "$c") --acvi-train-samples 0 --mc-samples 0"); fi
+          done
           continue
         fi
         for cc in "$c" i; do              # the cell, and configuration (i) with its scorer
@@ -126,7 +133,7 @@ case "$STAGE" in
       "references $DATA_BIN/raw)" ;;
 esac
 for line in ${plan[@]+"${plan[@]}"}; do echo "[recipe] plan: $line"; done
-recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS INPUT_FEEDING GRID_SEED BEST_SEEDS ACVI_SEEDS RUNS \
+recipe_settings STAGE PAIR SCORERS CONFIGS BASELINE HEADS INPUT_FEEDING GRID_SEED BEST_SEEDS ACVI_SEEDS ACVI_VARIANTS RUNS \
   CELL_ABLATE DATA_BIN REPORT_DIR KEPT ATTN_STATS STATS_SPLIT KV_INNER THREADS DEVICE PYTHON USER_DIR
 
 if [[ "$STAGE" == "report" ]]; then

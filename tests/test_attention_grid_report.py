@@ -289,6 +289,39 @@ def test_acvi_is_set_beside_soft_in_its_cell(grid_runs):
     assert "| 2 | +0.00 (95% CI +0.00 to +0.00) | – |" in md
 
 
+def test_acvi_is_set_beside_its_deterministic_control(grid_runs, tmp_path):
+    """The control (run tag det-<cell>): its row, ACVI − control seed by seed and each seed's paired
+    bootstrap; the recipe plans it beside ACVI with ACVI_VARIANTS and names a wrong value."""
+    root, refs = grid_runs
+    control_hyps = {1: degrade(REFS["test2016"], 1, 201), 2: degrade(REFS["test2016"], 3, 202)}
+    for seed, valid in ((1, 32.0), (2, 36.0)):
+        make_run(root, "acvi", "det-additive-i", seed, {"valid": valid}, hyps={"test2016": control_hyps[seed]})
+    rep = _report(root, refs)
+    a = rep["acvi"][0]
+    assert a["control_variant"] == "acvi-det-additive-i" and a["control"]["seeds"] == [1, 2]
+    d = a["acvi_minus_control"]["valid"]                      # 33 − 32, 35 − 36
+    assert (d["mean"], d["seeds"]) == (pytest.approx(0.0), [1, 2]) and d["std"] == pytest.approx(2 ** 0.5)
+    for seed in (1, 2):
+        r = a["control_bootstrap"]["test2016"][str(seed)]
+        true = tok_bleu(acvi_hyps(seed), REFS["test2016"]) - tok_bleu(control_hyps[seed], REFS["test2016"])
+        assert r["delta"] == pytest.approx(true, abs=1e-6) and r["low"] <= true <= r["high"]
+    assert a["control_bootstrap"]["test2016"]["2"]["low"] > 0          # the references against 3 words off
+    md = markdown(rep)
+    assert "| additive (i) | control | 34.00 ± 2.83 (n=2) |" in md
+    assert f"| additive (i) | ACVI − control | +0.00 ± {2 ** 0.5:.2f} (seeds 1, 2) |" in md
+    assert "| seed | ACVI − soft test2016 | ACVI − soft test2017 | ACVI − control test2016 | ACVI − control test2017 |" in md
+    env = {"STAGE": "acvi", "RUNS": str(root), "DATA_BIN": str(refs.parent), "DRY_RUN": "1",
+           "ACVI_VARIANTS": "acvi control", "ACVI_SEEDS": "1 2", "CONFIGS": "i ii"}   # key-value: no (iii)
+    proc = _recipe(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plans = [x for x in proc.stdout.splitlines() if x.startswith("[recipe] plan: acvi ")]
+    assert plans == ["[recipe] plan: acvi additive-i '1 2' --input-feeding 0 --attention-type additive",
+                     "[recipe] plan: acvi det-additive-i '1 2' --input-feeding 0 --attention-type additive "
+                     "--acvi-train-samples 0 --mc-samples 0"]
+    proc = _recipe({**env, "ACVI_VARIANTS": "acvi deterministic"}, tmp_path)
+    assert proc.returncode == 2 and "ACVI_VARIANTS" in proc.stderr
+
+
 def test_more_seeds_compare_each_configuration_with_i_seed_by_seed(grid_runs):
     root, refs = grid_runs
     assert _report(root, refs)["over_seeds"] == []          # one seed of every (ii) and (iii) cell

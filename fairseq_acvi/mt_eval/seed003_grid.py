@@ -32,7 +32,8 @@ What is built (:func:`build` returns it as one JSON-able dict, :func:`markdown` 
   two or more seeds;
 * ACVI beside soft in the same cell, where the grid has ACVI runs: mean ± std over seeds, the
   seed-by-seed difference, and each shared seed's paired bootstrap of ACVI − soft per test split
-  (:func:`acvi_bootstrap`).
+  (:func:`seed_bootstrap`); the same against ACVI's deterministic control (``acvi-det-<cell>``)
+  where it was trained.
 """
 import os
 from typing import Dict, List, Optional
@@ -76,7 +77,9 @@ VERDICTS = ("reproduced", "not reproduced", "not significant", "not run")
 
 
 def variant(scorer: Optional[str], config: Optional[str], context: str = "soft") -> str:
-    """The run variant of a cell (``soft-key-value-iii``), or of the baseline (``none-grid-none``)."""
+    """The run variant of a cell (``soft-key-value-iii``), or of the baseline (``none-grid-none``);
+    ``context`` ``acvi-det``: ACVI's deterministic control in the cell (the recipe's run tag
+    ``det-<cell>``)."""
     return BASELINE if scorer is None else f"{context}-{scorer}-{config}"
 
 
@@ -188,22 +191,22 @@ def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
     return out
 
 
-def acvi_bootstrap(runs: List[dict], pair: str, decodes: Decodes, soft_name: str, acvi_name: str,
+def seed_bootstrap(runs: List[dict], pair: str, decodes: Decodes, base: str, other: str,
                    n_resamples: int = 1000, level: float = 0.95) -> Dict[str, Dict[str, dict]]:
-    """{split: {seed (str): result}}: the paired bootstrap of tokenised BLEU ACVI − soft in one cell,
-    seed by seed (a seed's two runs share its data order), on each test split (:data:`TESTS`) both
-    runs of the seed decoded (``paired_bootstrap``'s dict, resample seed 0). Unfinished runs and
-    undecoded splits are absent."""
+    """{split: {seed (str): result}}: the paired bootstrap of tokenised BLEU ``other`` − ``base``
+    (ACVI − soft, ACVI − its control), seed by seed (a seed's two runs share its data order), on
+    each test split (:data:`TESTS`) both runs of the seed decoded (``paired_bootstrap``'s dict,
+    resample seed 0). Unfinished runs and undecoded splits are absent."""
     def by_seed(name):
         return {r["seed"]: r for r in runs if r["pair"] == pair and r["variant"] == name
                 and is_finished(r) and r.get("dir")}
-    soft, acvi = by_seed(soft_name), by_seed(acvi_name)
+    a, b = by_seed(base), by_seed(other)
     out: Dict[str, Dict[str, dict]] = {}
-    for seed in sorted(set(soft) & set(acvi)):
+    for seed in sorted(set(a) & set(b)):
         for split in TESTS:
-            if decoded(soft[seed], split) and decoded(acvi[seed], split):
-                base, other = (decodes.statistics(r, split)["stats"] for r in (soft[seed], acvi[seed]))
-                out.setdefault(split, {})[str(seed)] = paired_bootstrap(base, other, n_resamples=n_resamples,
+            if decoded(a[seed], split) and decoded(b[seed], split):
+                x, y = (decodes.statistics(r, split)["stats"] for r in (a[seed], b[seed]))
+                out.setdefault(split, {})[str(seed)] = paired_bootstrap(x, y, n_resamples=n_resamples,
                                                                         level=level)
     return out
 
@@ -236,7 +239,7 @@ def verdict(boot: Dict[str, dict]) -> dict:
 
 def grid_pairs(runs: List[dict]) -> List[str]:
     """The pairs that have a run of the grid (the baseline or a soft or ACVI cell)."""
-    names = {variant(s, c, x) for s in SCORERS for c in CONFIGS for x in ("soft", "acvi")} | {BASELINE}
+    names = {variant(s, c, x) for s in SCORERS for c in CONFIGS for x in ("soft", "acvi", "acvi-det")} | {BASELINE}
     return sorted({r["pair"] for r in runs if r["variant"] in names})
 
 
@@ -285,16 +288,20 @@ def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir
     acvi, acvi_decodes = [], Decodes(refs_dir, pair)
     for scorer in SCORERS:
         for c in CONFIGS:
-            name = variant(scorer, c, "acvi")
-            if not any(r["variant"] == name for r in pair_runs):
+            name, ctl, soft_name = (variant(scorer, c, x) for x in ("acvi", "acvi-det", "soft"))
+            if not any(r["variant"] in (name, ctl) for r in pair_runs):
                 continue
-            soft_name = variant(scorer, c)
-            acvi.append({"scorer": scorer, "config": c, "soft_variant": soft_name, "acvi_variant": name,
-                         "soft": cell(pair_runs, agg_pair, soft_name),
-                         "acvi": cell(pair_runs, agg_pair, name),
-                         "acvi_minus_soft": {s: paired(pair_runs, pair, soft_name, name, s) for s in SPLITS},
-                         "bootstrap": acvi_bootstrap(pair_runs, pair, acvi_decodes, soft_name, name,
-                                                     n_resamples, level)})
+            entry = {"scorer": scorer, "config": c, "soft_variant": soft_name, "acvi_variant": name,
+                     "soft": cell(pair_runs, agg_pair, soft_name), "acvi": cell(pair_runs, agg_pair, name),
+                     "acvi_minus_soft": {s: paired(pair_runs, pair, soft_name, name, s) for s in SPLITS},
+                     "bootstrap": seed_bootstrap(pair_runs, pair, acvi_decodes, soft_name, name,
+                                                 n_resamples, level)}
+            if any(r["variant"] == ctl for r in pair_runs):
+                entry.update({"control_variant": ctl, "control": cell(pair_runs, agg_pair, ctl),
+                              "acvi_minus_control": {s: paired(pair_runs, pair, ctl, name, s) for s in SPLITS},
+                              "control_bootstrap": seed_bootstrap(pair_runs, pair, acvi_decodes, ctl, name,
+                                                                  n_resamples, level)})
+            acvi.append(entry)
     warnings += [mismatch(x["run"]["variant"], x["run"]["seed"], x["split"], x)
                  for x in acvi_decodes.mismatches()]
     return {"pair": pair, "source": SOURCE, "grid_seed": grid_seed, "refs_dir": refs_dir,

@@ -54,6 +54,41 @@ def _decoder_past_section(report: dict) -> List[str]:
     return lines
 
 
+def _acvi_section(report: dict, cols: List[str]) -> List[str]:
+    """Markdown: ACVI beside soft (and its deterministic control, where trained) per cell, mean ±
+    std over seeds, the seed-by-seed differences and each seed's paired bootstrap intervals."""
+    lines = ["", "## ACVI beside soft in the same cell", "",
+             "Tokenised BLEU and validation perplexity (mean ± std, n = seeds); the differences: seed by "
+             "seed over the seeds both have (mean ± std). The control: ACVI's networks trained and "
+             "decoded on the posterior mean, without the latent noise (`det-<cell>`).", "",
+             "| cell | context | valid BLEU | test2016 BLEU | test2017 BLEU | valid ppl |",
+             "|---|---|---|---|---|---|"]
+    for a in report["acvi"]:
+        name = f"{a['scorer']} ({a['config']})"
+        rows = [("soft", a["soft"]), ("ACVI", a["acvi"])] + (
+            [("control", a["control"])] if "control" in a else [])
+        lines += [f"| {name} | {label} | " + " | ".join(_cell_texts(c, cols)) + " |" for label, c in rows]
+        for label, key in (("ACVI − soft", "acvi_minus_soft"), ("ACVI − control", "acvi_minus_control")):
+            if key in a:
+                lines.append(f"| {name} | {label} | "
+                             + " | ".join(_seed_difference_text(a[key][s]) for s in SPLITS) + " | – |")
+    for a in report["acvi"]:
+        boots = [(label, a[key]) for label, key in (("ACVI − soft", "bootstrap"),
+                                                    ("ACVI − control", "control_bootstrap")) if a.get(key)]
+        seeds = sorted({int(x) for _, boot in boots for b in boot.values() for x in b})
+        if not seeds:
+            continue
+        lines += ["", f"{a['scorer']} ({a['config']}), each seed's decodes paired sentence by sentence "
+                  f"(bootstrap, {report['n_resamples']} resamples):", "",
+                  "| seed | " + " | ".join(f"{label} {s}" for label, _ in boots for s in TESTS) + " |",
+                  "|---|" + "---|" * (len(boots) * len(TESTS))]
+        for seed in seeds:
+            lines.append(f"| {seed} | " + " | ".join(
+                format_interval(boot[s][str(seed)]) if str(seed) in boot.get(s, {}) else "–"
+                for _, boot in boots for s in TESTS) + " |")
+    return lines
+
+
 def markdown(report: dict) -> str:
     """The comparison of :func:`build` as a markdown page."""
     pair, seed_n = report["pair"], report["grid_seed"]
@@ -121,29 +156,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {o['scorer']} | ({o['config']}) | "
                          + " | ".join(_seed_difference_text(o["minus_i"][s]) for s in SPLITS) + " |")
     if report["acvi"]:
-        lines += ["", "## ACVI beside soft in the same cell", "",
-                  "Tokenised BLEU and validation perplexity (mean ± std, n = seeds); ACVI − soft: seed by "
-                  "seed over the seeds both have (mean ± std).", "",
-                  "| cell | context | valid BLEU | test2016 BLEU | test2017 BLEU | valid ppl |",
-                  "|---|---|---|---|---|---|"]
-        for a in report["acvi"]:
-            name = f"{a['scorer']} ({a['config']})"
-            lines.append(f"| {name} | soft | " + " | ".join(_cell_texts(a["soft"], cols)) + " |")
-            lines.append(f"| {name} | ACVI | " + " | ".join(_cell_texts(a["acvi"], cols)) + " |")
-            diffs = [a["acvi_minus_soft"][s] for s in SPLITS]
-            lines.append(f"| {name} | ACVI − soft | " + " | ".join(map(_seed_difference_text, diffs)) + " | – |")
-        for a in report["acvi"]:
-            boot = a.get("bootstrap", {})
-            seeds = sorted({int(x) for b in boot.values() for x in b})
-            if not seeds:
-                continue
-            lines += ["", f"ACVI − soft in {a['scorer']} ({a['config']}), each seed's decodes paired sentence by "
-                      f"sentence (bootstrap, {report['n_resamples']} resamples):", "",
-                      "| seed | " + " | ".join(TESTS) + " |", "|---|" + "---|" * len(TESTS)]
-            for seed in seeds:
-                lines.append(f"| {seed} | " + " | ".join(
-                    format_interval(boot[s][str(seed)]) if str(seed) in boot.get(s, {}) else "–"
-                    for s in TESTS) + " |")
+        lines += _acvi_section(report, cols)
     if report["warnings"]:
         lines += ["", "Warnings:", ""] + [f"- {w}" for w in report["warnings"]]
     lines.append("")

@@ -609,6 +609,7 @@ def test_attention_grid_figures():
     if (page / "key_value_control_paired.json").is_file():
         _check_key_value_control(doc, grid, page)
     _check_over_seeds(doc, page)
+    _check_acvi_cell(doc, page)
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)
@@ -758,6 +759,33 @@ def _check_over_seeds(doc, page):
                        **{i: f"{f2(o[k]['mean'])} ± {f2(o[k]['std'])}"
                           for i, k in enumerate(("valid", "test2016", "test2017", "valid_ppl"), start=2)}},
                       "grid.json")
+
+
+def _check_acvi_cell(doc, page):
+    """The grid page's ACVI section: soft's and ACVI's (and the control's) mean ± std over seeds,
+    ACVI − soft seed by seed and each seed's paired bootstrap (grid.json); no section without ACVI."""
+    grid = json.loads((page / "grid.json").read_text(encoding="utf-8"))
+    entries = [a for a in grid.get("acvi", []) if a["acvi"]["status"] == "run"]
+    assert ("## ACVI in the best cell" in (page / "README.md").read_text()) == bool(entries), "the ACVI section"
+    for a in entries:
+        rows = [("soft", a["soft"]), ("ACVI", a["acvi"])] + ([("control (no latent noise)", a["control"])]
+                                                             if a.get("control", {}).get("status") == "run" else [])
+        for label, c in rows:
+            doc.check_row("Tokenised BLEU and validation perplexity, mean ± std over the seeds", label,
+                          {1: ", ".join(map(str, c["seeds"])),
+                           **{i: (f"{f2(c[k]['mean'])} ± {f2(c[k]['std'])}" if c[k]["n"] > 1 else f2(c[k]["mean"]))
+                              for i, k in enumerate(("valid", "test2016", "test2017", "valid_ppl"), start=2)}},
+                          "grid.json (acvi)")
+        d = a["acvi_minus_soft"]
+        doc.check_prose(rf"ACVI − soft, seed by seed over the seeds both have: valid {N} ± {N}; "
+                        rf"test2016 {N} ± {N}; test2017 {N} ± {N}",
+                        [x for s in ("valid", "test2016", "test2017") for x in (signed(d[s]["mean"]), f2(d[s]["std"]))],
+                        "ACVI − soft", "grid.json (acvi)")
+        for seed in sorted({x for b in a["bootstrap"].values() for x in b}, key=int):
+            bs = [a["bootstrap"][t][seed] for t in ("test2016", "test2017")]
+            doc.check_prose(rf"seed {seed}: test2016 {N} \[{N}, {N}\], test2017 {N} \[{N}, {N}\]",
+                            [signed(b[k]) for b in bs for k in ("delta", "low", "high")],
+                            f"ACVI − soft, seed {seed}", "grid.json (acvi bootstrap)")
 
 
 def _grid_row(grid, scorer, config):

@@ -610,6 +610,11 @@ def test_attention_grid_figures():
         _check_key_value_control(doc, grid, page)
     _check_over_seeds(doc, page)
     _check_acvi_cell(doc, page)
+    for a in [a for a in grid_json(page).get("acvi", []) if a["acvi"]["status"] == "run"]:
+        bench.check_prose(rf"ACVI in {re.escape(a['scorer'])} \({a['config']}\), mean of seeds [0-9, -]+, {N} / {N} / {N} "
+                          rf"\(soft, seeds [0-9, -]+: {N} / {N} / {N}\)",
+                          [f2(a[c][s]["mean"]) for c in ("acvi", "soft") for s in ("valid", "test2016", "test2017")],
+                          "ACVI in the grid's best cell", "docs/results/attention_grid_2026-11-29/grid.json (acvi)")
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)
@@ -759,6 +764,10 @@ def _check_over_seeds(doc, page):
                        **{i: f"{f2(o[k]['mean'])} ± {f2(o[k]['std'])}"
                           for i, k in enumerate(("valid", "test2016", "test2017", "valid_ppl"), start=2)}},
                       "grid.json")
+
+
+def grid_json(page):
+    return json.loads((page / "grid.json").read_text(encoding="utf-8"))
 
 
 def _check_acvi_cell(doc, page):

@@ -609,12 +609,7 @@ def test_attention_grid_figures():
     if (page / "key_value_control_paired.json").is_file():
         _check_key_value_control(doc, grid, page)
     _check_over_seeds(doc, page)
-    _check_acvi_cell(doc, page)
-    for a in [a for a in grid_json(page).get("acvi", []) if a["acvi"]["status"] == "run"]:
-        bench.check_prose(rf"ACVI in {re.escape(a['scorer'])} \({a['config']}\), mean of seeds [0-9, -]+, {N} / {N} / {N} "
-                          rf"\(soft, seeds [0-9, -]+: {N} / {N} / {N}\)",
-                          [f2(a[c][s]["mean"]) for c in ("acvi", "soft") for s in ("valid", "test2016", "test2017")],
-                          "ACVI in the grid's best cell", "docs/results/attention_grid_2026-11-29/grid.json (acvi)")
+    _check_acvi_cell(doc, bench, page)
     if all((s, "i") in cells for s in ("additive", "multiplicative", "scaled-dot", "key-value")):
         _check_key_value_diagnosis(doc, page / "outputs" / "en_de")
         _check_grid_overview(grid, page / "outputs" / "en_de", src)
@@ -626,7 +621,7 @@ def _grid_of_grid_seed(page):
     """The page's grid.json with each trained cell's ``ours`` figures (BLEU per split, validation
     perplexity) those of the grid seed's run in results.json, not the mean over the seeds: the
     page's table and prose are the grid seed's, and more seeds of a cell leave them as they are."""
-    grid = json.loads((page / "grid.json").read_text(encoding="utf-8"))
+    grid = _grid_json(page)
     runs = {(r["variant"], r["seed"]): r for r in json.loads((page / "results.json").read_text())["runs"]
             if r["pair"] == grid["pair"]}
     for row in grid["rows"]:
@@ -754,7 +749,7 @@ def _check_key_value_control(doc, grid, page):
 def _check_over_seeds(doc, page):
     """The grid page's 'Over seeds' table: the mean ± std of every cell with two or more seeds
     (grid.json), and no such table while every cell has one."""
-    grid = json.loads((page / "grid.json").read_text(encoding="utf-8"))
+    grid = _grid_json(page)
     multi = [r for r in grid["rows"] if r["ours"]["status"] == "run" and len(r["ours"]["seeds"]) >= 2]
     assert ("## Over seeds" in (page / "README.md").read_text()) == bool(multi), "the 'Over seeds' section"
     for r in multi:
@@ -766,17 +761,21 @@ def _check_over_seeds(doc, page):
                       "grid.json")
 
 
-def grid_json(page):
+def _grid_json(page):
     return json.loads((page / "grid.json").read_text(encoding="utf-8"))
 
 
-def _check_acvi_cell(doc, page):
+def _check_acvi_cell(doc, bench, page):
     """The grid page's ACVI section: soft's and ACVI's (and the control's) mean ± std over seeds,
-    ACVI − soft seed by seed and each seed's paired bootstrap (grid.json); no section without ACVI."""
-    grid = json.loads((page / "grid.json").read_text(encoding="utf-8"))
-    entries = [a for a in grid.get("acvi", []) if a["acvi"]["status"] == "run"]
+    ACVI − soft seed by seed and each seed's paired bootstrap (grid.json); no section without ACVI;
+    BENCHMARKS' line of ACVI and soft in the cell."""
+    entries = [a for a in _grid_json(page).get("acvi", []) if a["acvi"]["status"] == "run"]
     assert ("## ACVI in the best cell" in (page / "README.md").read_text()) == bool(entries), "the ACVI section"
     for a in entries:
+        bench.check_prose(rf"ACVI in {re.escape(a['scorer'])} \({a['config']}\), mean of seeds [0-9, -]+, {N} / {N} / {N} "
+                          rf"\(soft, seeds [0-9, -]+: {N} / {N} / {N}\)",
+                          [f2(a[c][s]["mean"]) for c in ("acvi", "soft") for s in ("valid", "test2016", "test2017")],
+                          "ACVI in the grid's best cell", "docs/results/attention_grid_2026-11-29/grid.json (acvi)")
         rows = [("soft", a["soft"]), ("ACVI", a["acvi"])] + ([("control (no latent noise)", a["control"])]
                                                              if a.get("control", {}).get("status") == "run" else [])
         for label, c in rows:

@@ -39,7 +39,7 @@ import os
 from typing import Dict, List, Optional
 
 from fairseq_acvi.metrics.bleu import paired_bootstrap
-from fairseq_acvi.mt_eval.paired_decodes import RESCORE_TOLERANCE, Decodes, hypotheses_candidates
+from fairseq_acvi.mt_eval.paired_decodes import Decodes, hypotheses_candidates
 from fairseq_acvi.mt_eval.runs import SPLITS
 from fairseq_acvi.mt_eval.summary import is_finished, paired
 
@@ -156,9 +156,15 @@ def decoded(run: dict, split: str) -> bool:
 PAIRS = {"iii-i": ("i", "iii"), "iii-ii": ("ii", "iii"), "ii-i": ("i", "ii")}
 
 
+def _readable(run: dict, pair: str) -> bool:
+    """A finished run of ``pair`` whose folder is known (its hypotheses can be read)."""
+    return run["pair"] == pair and is_finished(run) and bool(run.get("dir"))
+
+
 def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
                    n_resamples: int = 1000, level: float = 0.95,
-                   rescored: Optional[Dict[str, dict]] = None) -> Dict[str, Dict[str, dict]]:
+                   rescored: Optional[Dict[str, dict]] = None,
+                   decodes: Optional[Decodes] = None) -> Dict[str, Dict[str, dict]]:
     """{scorer: {split: {"iii-i": result, "iii-ii": result, "ii-i": result}}} for the finished soft
     runs of seed ``grid_seed``: the paired bootstrap of tokenised BLEU (iii) minus (i), (iii) minus
     (ii) and (ii) minus (i) (:data:`PAIRS`) on each test split (:data:`TESTS`), resampling the
@@ -166,10 +172,11 @@ def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
     low, high, p_other_better, base, other, n_resamples, level; resample seed 0). A scorer, split or
     comparison whose runs or decodes are missing is absent. ``rescored``, when given, receives
     {variant: {split: {"recorded": bleu_tok of bleu_<split>.json or None, "recomputed": BLEU of the
-    hypotheses read}}} for every decode read."""
-    by_cell = {r["variant"]: r for r in runs if r["pair"] == pair and r["seed"] == grid_seed
-               and is_finished(r) and r.get("dir")}
-    decodes = Decodes(refs_dir, pair)
+    hypotheses read}}} for every decode read. ``decodes``: a :class:`Decodes` of ``refs_dir`` to
+    read through (and share with other comparisons), else a new one."""
+    by_cell = {r["variant"]: r for r in runs if _readable(r, pair) and r["seed"] == grid_seed}
+    decodes = decodes or Decodes(refs_dir, pair)
+    first_read = len(decodes.rescored)
 
     def stats_of(run, split):
         return decodes.statistics(run, split)["stats"] if decoded(run, split) else None
@@ -185,7 +192,7 @@ def grid_bootstrap(runs: List[dict], pair: str, refs_dir: str, grid_seed: int,
                 r = paired_bootstrap(stats[base], stats[other], n_resamples=n_resamples, level=level)
                 out.setdefault(scorer, {}).setdefault(split, {})[key] = r
     if rescored is not None:
-        for x in decodes.rescored:
+        for x in decodes.rescored[first_read:]:
             rescored.setdefault(x["run"]["variant"], {})[x["split"]] = {
                 "recorded": x["recorded"], "recomputed": x["recomputed"]}
     return out
@@ -198,8 +205,7 @@ def seed_bootstrap(runs: List[dict], pair: str, decodes: Decodes, base: str, oth
     each test split (:data:`TESTS`) both runs of the seed decoded (``paired_bootstrap``'s dict,
     resample seed 0). Unfinished runs and undecoded splits are absent."""
     def by_seed(name):
-        return {r["seed"]: r for r in runs if r["pair"] == pair and r["variant"] == name
-                and is_finished(r) and r.get("dir")}
+        return {r["seed"]: r for r in runs if _readable(r, pair) and r["variant"] == name}
     a, b = by_seed(base), by_seed(other)
     out: Dict[str, Dict[str, dict]] = {}
     for seed in sorted(set(a) & set(b)):
@@ -258,12 +264,8 @@ def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir
     rows = [dict(r, ours=cell(pair_runs, agg_pair, r["variant"])) for r in seed_rows()]
     seed = seed_claim()
     rescored: Dict[str, dict] = {}
-    boot = grid_bootstrap(pair_runs, pair, refs_dir, grid_seed, n_resamples, level, rescored)
-    def mismatch(v, seed, s, x):
-        return (f"{v} seed {seed} {s}: the hypotheses score {x['recomputed']:.2f} against "
-                f"{refs_dir}, bleu_{s}.json records {x['recorded']:.2f} (other references?)")
-    warnings = [mismatch(v, grid_seed, s, x) for v, by_split in sorted(rescored.items()) for s, x in by_split.items()
-                if x["recorded"] is not None and abs(x["recomputed"] - x["recorded"]) > RESCORE_TOLERANCE]
+    decodes = Decodes(refs_dir, pair)       # each decode read and scored once for the whole report
+    boot = grid_bootstrap(pair_runs, pair, refs_dir, grid_seed, n_resamples, level, rescored, decodes)
     claim = {}
     for scorer in SCORERS:
         ours = {c: cell(pair_runs, agg_pair, variant(scorer, c)) for c in CONFIGS}
@@ -285,7 +287,7 @@ def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir
             diffs = {s: paired(pair_runs, pair, variant(scorer, "i"), variant(scorer, c), s) for s in SPLITS}
             if any(d is not None and len(d["seeds"]) >= 2 for d in diffs.values()):
                 over_seeds.append({"scorer": scorer, "config": c, "minus_i": diffs})
-    acvi, acvi_decodes = [], Decodes(refs_dir, pair)
+    acvi = []
     for scorer in SCORERS:
         for c in CONFIGS:
             name, ctl, soft_name = (variant(scorer, c, x) for x in ("acvi", "acvi-det", "soft"))
@@ -294,16 +296,19 @@ def build(runs: List[dict], agg: Dict[str, Dict[str, dict]], pair: str, refs_dir
             entry = {"scorer": scorer, "config": c, "soft_variant": soft_name, "acvi_variant": name,
                      "soft": cell(pair_runs, agg_pair, soft_name), "acvi": cell(pair_runs, agg_pair, name),
                      "acvi_minus_soft": {s: paired(pair_runs, pair, soft_name, name, s) for s in SPLITS},
-                     "bootstrap": seed_bootstrap(pair_runs, pair, acvi_decodes, soft_name, name,
+                     "bootstrap": seed_bootstrap(pair_runs, pair, decodes, soft_name, name,
                                                  n_resamples, level)}
             if any(r["variant"] == ctl for r in pair_runs):
                 entry.update({"control_variant": ctl, "control": cell(pair_runs, agg_pair, ctl),
                               "acvi_minus_control": {s: paired(pair_runs, pair, ctl, name, s) for s in SPLITS},
-                              "control_bootstrap": seed_bootstrap(pair_runs, pair, acvi_decodes, ctl, name,
+                              "control_bootstrap": seed_bootstrap(pair_runs, pair, decodes, ctl, name,
                                                                   n_resamples, level)})
             acvi.append(entry)
-    warnings += [mismatch(x["run"]["variant"], x["run"]["seed"], x["split"], x)
-                 for x in acvi_decodes.mismatches()]
+    warnings = [f"{x['run']['variant']} seed {x['run']['seed']} {x['split']}: the hypotheses score "
+                f"{x['recomputed']:.2f} against {refs_dir}, bleu_{x['split']}.json records {x['recorded']:.2f} "
+                "(other references?)"
+                for x in sorted(decodes.mismatches(),
+                                key=lambda x: (x["run"]["variant"], x["run"]["seed"], SPLITS.index(x["split"])))]
     return {"pair": pair, "source": SOURCE, "grid_seed": grid_seed, "refs_dir": refs_dir,
             "bleu": "bleu_tok", "n_resamples": n_resamples, "level": level, "rows": rows,
             "claim": claim,

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -412,3 +413,35 @@ def test_recipe_rejects_bad_options(tmp_path):
     res = _recipe(tmp_path / "nowhere", tmp_path / "runs", EVAL_SPLITS="valid test2018")
     assert res.returncode == 2 and ("EVAL_SPLITS must be a ' '-separated list of valid|test2016|test2017, "
                                     "got 'valid test2018'") in res.stderr
+
+
+def test_sparsemax_warm_start_control_continues_the_softmax_checkpoint(fake_bin, tmp_path):
+    """experiments/sparsemax_controls.sh warm: softmax for WARM_EPOCHS epochs (decoded on valid only),
+    then the same model trained on with sparsemax from that checkpoint to MAX_EPOCH and decoded on
+    every split; the controls' options are checked before anything runs."""
+    runs = tmp_path / "runs"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=fast_python(), DATA_BIN=str(fake_bin),
+               RUNS=str(runs), BEAM="2", GEN_BATCH="16", WARM_EPOCHS="1", MAX_EPOCH="2")
+    tiny = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim", "16",
+            "--decoder-hidden-size", "16", "--decoder-out-embed-dim", "16"]
+    script = str(REPO / "experiments" / "sparsemax_controls.sh")
+    res = subprocess.run(["bash", script, "warm", *tiny], capture_output=True, text=True, env=env,
+                         cwd=str(REPO), timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    first, second = runs / "en_de" / "soft-softmax-e1_seed1", runs / "en_de" / "soft-sparsemax-warm1_seed1"
+    assert (first / "bleu_valid.json").is_file() and not (first / "bleu_test2016.json").exists()
+    for split in ("valid", "test2016", "test2017"):
+        assert json.loads((second / f"bleu_{split}.json").read_text())["n"] == N_OTHER
+    log = (second / "train.log").read_text()
+    # the first stage's log was copied, then the second stage loaded its epoch-1 checkpoint
+    assert "attention_normalizer='softmax'" in log and "attention_normalizer='sparsemax'" in log
+    assert log.index("attention_normalizer='softmax'") < log.index("attention_normalizer='sparsemax'")
+    tail = log[log.index("attention_normalizer='sparsemax'"):]
+    loaded = re.search(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch 2 @ (\d+) updates\)", tail)
+    assert loaded and int(loaded.group(1)) > 0            # resumed after the softmax epoch, not from scratch
+    assert f'"valid_num_updates": "{2 * int(loaded.group(1))}"' in tail   # and trained one more epoch
+    assert json.loads((second / "run.json").read_text())["max_epoch"] == 2
+    # a bad option is refused before anything is trained
+    bad = subprocess.run(["bash", script, "warm"], capture_output=True, text=True, cwd=str(REPO),
+                         env=dict(env, WARM_EPOCHS="2"), timeout=60)
+    assert bad.returncode == 2 and "WARM_EPOCHS (2) must be below MAX_EPOCH (2)" in bad.stderr

@@ -773,9 +773,14 @@ def _check_acvi_cell(doc, bench, page):
     assert ("## ACVI in the best cell" in (page / "README.md").read_text()) == bool(entries), "the ACVI section"
     for a in entries:
         bench.check_prose(rf"ACVI in {re.escape(a['scorer'])} \({a['config']}\), mean of seeds [0-9, -]+, {N} / {N} / {N} "
-                          rf"\(soft, seeds [0-9, -]+: {N} / {N} / {N}\)",
+                          rf"\(soft, seeds [0-9, -]+: {N} / {N} / {N}[;)]",
                           [f2(a[c][s]["mean"]) for c in ("acvi", "soft") for s in ("valid", "test2016", "test2017")],
                           "ACVI in the grid's best cell", "docs/results/attention_grid_2026-11-29/grid.json (acvi)")
+        if a.get("control", {}).get("status") == "run":
+            bench.check_prose(rf"its deterministic control, (?:mean of )?seeds? [0-9, -]+: {N} / {N} / {N}",
+                              [f2(a["control"][s]["mean"]) for s in ("valid", "test2016", "test2017")],
+                              "ACVI's control in the grid's best cell",
+                              "docs/results/attention_grid_2026-11-29/grid.json (acvi)")
         rows = [("soft", a["soft"]), ("ACVI", a["acvi"])] + ([("control (no latent noise)", a["control"])]
                                                              if a.get("control", {}).get("status") == "run" else [])
         for label, c in rows:
@@ -791,9 +796,38 @@ def _check_acvi_cell(doc, bench, page):
                         "ACVI − soft", "grid.json (acvi)")
         for seed in sorted({x for b in a["bootstrap"].values() for x in b}, key=int):
             bs = [a["bootstrap"][t][seed] for t in ("test2016", "test2017")]
-            doc.check_prose(rf"seed {seed}: test2016 {N} \[{N}, {N}\], test2017 {N} \[{N}, {N}\]",
+            doc.check_prose(rf"(?:sentence by sentence \(bootstrap, 95 %, `grid\.md`\): |; )seed {seed}: test2016 {N} "
+                            rf"\[{N}, {N}\], test2017 {N} \[{N}, {N}\]",
                             [signed(b[k]) for b in bs for k in ("delta", "low", "high")],
                             f"ACVI − soft, seed {seed}", "grid.json (acvi bootstrap)")
+        if a.get("control", {}).get("status") == "run":
+            _check_acvi_control(doc, a, page)
+
+
+def _check_acvi_control(doc, a, page):
+    """The grid page's sentences on ACVI's deterministic control: ACVI − control seed by seed and
+    each seed's paired bootstrap (grid.json), control − soft seed by seed (results.json)."""
+    one = len(a["control"]["seeds"]) == 1
+    dc = a["acvi_minus_control"]
+    fig = (lambda x: signed(x["mean"])) if one else (lambda x: f"{signed(x['mean'])} ± {f2(x['std'])}")
+    pat = NN if one else rf"{NN} ± {NN}"
+    doc.check_prose(rf"ACVI − control, seed by seed over the seeds both have: valid ({pat}); test2016 ({pat}); "
+                    rf"test2017 ({pat})", [fig(dc[s]) for s in ("valid", "test2016", "test2017")],
+                    "ACVI − control", "grid.json (acvi)")
+    cb = a["control_bootstrap"]
+    for seed in sorted({x for b in cb.values() for x in b}, key=int):
+        doc.check_prose(rf"(?:paired against the control's \(bootstrap, 95 %\): |; )seed {seed} test2016 {N} "
+                        rf"\[{N}, {N}\], test2017 {N} \[{N}, {N}\]",
+                        [signed(cb[t][seed][k]) for t in ("test2016", "test2017") for k in ("delta", "low", "high")],
+                        f"ACVI − control, seed {seed}", "grid.json (acvi control_bootstrap)")
+    runs = {(r["variant"], r["seed"]): r["bleu"] for r in json.loads((page / "results.json").read_text())["runs"]}
+    both = [s for s in a["control"]["seeds"] if (a["soft_variant"], s) in runs]
+    diffs = {sp: [runs[a["control_variant"], s][sp]["bleu_tok"] - runs[a["soft_variant"], s][sp]["bleu_tok"] for s in both]
+             for sp in ("valid", "test2016", "test2017")}
+    want = [signed(statistics.mean(x)) + ("" if len(x) == 1 else f" ± {f2(statistics.stdev(x))}") for x in diffs.values()]
+    pat = NN if len(both) == 1 else rf"{NN} ± {NN}"
+    doc.check_prose(rf"Control − soft, the normalisation without the latent, seed by seed \(seeds? [0-9, ]+\): "
+                    rf"valid ({pat}); test2016 ({pat}); test2017 ({pat})", want, "control − soft", "results.json")
 
 
 def _grid_row(grid, scorer, config):
@@ -910,6 +944,23 @@ def _check_grid_overview(grid, kept, src):
                         f2(t16[None, None]), f"{f2(min(att))}-{f2(max(att))}"],
                        "README: the grid", src)
     readme.check_prose(rf"key-value \(i\) {N} behind additive \(i\)", [gap], "README: key-value", src)
+    for a in grid.get("acvi", []):                 # ACVI in the best cell and its control, in both documents
+        if a["acvi"]["status"] != "run":
+            continue
+        ms = lambda c: f2(c["mean"]) + (f" ± {f2(c['std'])}" if c["n"] > 1 else "")
+        fig = rf"({MSN}|{NN})"
+        readme.check_prose(rf"ACVI in {re.escape(a['scorer'])} \({a['config']}\) {fig} test2016 BLEU \(seeds [0-9, ]+\) "
+                           rf"against soft {fig}", [ms(a["acvi"]["test2016"]), ms(a["soft"]["test2016"])],
+                           "README: ACVI in the grid's best cell", src)
+        if a.get("control", {}).get("status") != "run":
+            continue
+        cb = a["control_bootstrap"]
+        per = "; ".join(rf"seed {s}: test2016 {N} \[{N}, {N}\], test2017 {N} \[{N}, {N}\]" for s in sorted(cb["test2016"], key=int))
+        want = [ms(a["control"]["test2016"])] + [signed(cb[t][s][k]) for s in sorted(cb["test2016"], key=int)
+                                                  for t in ("test2016", "test2017") for k in ("delta", "low", "high")]
+        for d, where in ((ov, "overview"), (readme, "README")):
+            d.check_prose(rf"its deterministic control \(the annotation normalisation without the latent; seeds? [0-9, ]+\) "
+                          rf"scores {fig} test2016 BLEU; ACVI − control {per}", want, f"{where}: ACVI's control", src)
     ov.assert_ok()
     readme.assert_ok()
 

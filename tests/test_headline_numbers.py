@@ -820,6 +820,15 @@ def _check_acvi_control(doc, a, page):
                         rf"\[{N}, {N}\], test2017 {N} \[{N}, {N}\]",
                         [signed(cb[t][seed][k]) for t in ("test2016", "test2017") for k in ("delta", "low", "high")],
                         f"ACVI − control, seed {seed}", "grid.json (acvi control_bootstrap)")
+    ivs = [cb[t][s] for t in cb for s in cb[t]]
+    above, beside = sum(b["low"] > 0 for b in ivs), sum(b["low"] <= 0 <= b["high"] for b in ivs)
+    if beside == len(ivs):
+        doc.check_prose(r"(No interval of ACVI − control excludes 0)", ["No interval of ACVI − control excludes 0"],
+                        "ACVI − control: the verdict", "grid.json (acvi control_bootstrap)")
+    elif above < len(ivs):
+        doc.check_prose(r"ACVI − control excludes 0 in (\d+) of the (\d+) intervals",
+                        [str(len(ivs) - beside), str(len(ivs))], "ACVI − control: the verdict",
+                        "grid.json (acvi control_bootstrap)")
     runs = {(r["variant"], r["seed"]): r["bleu"] for r in json.loads((page / "results.json").read_text())["runs"]}
     both = [s for s in a["control"]["seeds"] if (a["soft_variant"], s) in runs]
     diffs = {sp: [runs[a["control_variant"], s][sp]["bleu_tok"] - runs[a["soft_variant"], s][sp]["bleu_tok"] for s in both]

@@ -765,6 +765,17 @@ def _grid_json(page):
     return json.loads((page / "grid.json").read_text(encoding="utf-8"))
 
 
+def _ms(x, sign=False):
+    """A {mean, std, n} figure as the pages write it: the mean, and ± std when over several seeds."""
+    m = signed(x["mean"]) if sign else f2(x["mean"])
+    return m if x["n"] == 1 else f"{m} ± {f2(x['std'])}"
+
+
+def _ms_pattern(n):
+    """The regex group of a figure :func:`_ms` writes over ``n`` seeds."""
+    return N if n == 1 else MS
+
+
 def _check_acvi_cell(doc, bench, page):
     """The grid page's ACVI section: soft's and ACVI's (and the control's) mean ± std over seeds,
     ACVI − soft seed by seed and each seed's paired bootstrap (grid.json); no section without ACVI;
@@ -786,7 +797,7 @@ def _check_acvi_cell(doc, bench, page):
         for label, c in rows:
             doc.check_row("Tokenised BLEU and validation perplexity, mean ± std over the seeds", label,
                           {1: ", ".join(map(str, c["seeds"])),
-                           **{i: (f"{f2(c[k]['mean'])} ± {f2(c[k]['std'])}" if c[k]["n"] > 1 else f2(c[k]["mean"]))
+                           **{i: _ms(c[k])
                               for i, k in enumerate(("valid", "test2016", "test2017", "valid_ppl"), start=2)}},
                           "grid.json (acvi)")
         d = a["acvi_minus_soft"]
@@ -807,12 +818,10 @@ def _check_acvi_cell(doc, bench, page):
 def _check_acvi_control(doc, a, page):
     """The grid page's sentences on ACVI's deterministic control: ACVI − control seed by seed and
     each seed's paired bootstrap (grid.json), control − soft seed by seed (results.json)."""
-    one = len(a["control"]["seeds"]) == 1
     dc = a["acvi_minus_control"]
-    fig = (lambda x: signed(x["mean"])) if one else (lambda x: f"{signed(x['mean'])} ± {f2(x['std'])}")
-    pat = NN if one else rf"{NN} ± {NN}"
-    doc.check_prose(rf"ACVI − control, seed by seed over the seeds both have: valid ({pat}); test2016 ({pat}); "
-                    rf"test2017 ({pat})", [fig(dc[s]) for s in ("valid", "test2016", "test2017")],
+    pat = _ms_pattern(dc["valid"]["n"])
+    doc.check_prose(rf"ACVI − control, seed by seed over the seeds both have: valid {pat}; test2016 {pat}; "
+                    rf"test2017 {pat}", [_ms(dc[s], sign=True) for s in ("valid", "test2016", "test2017")],
                     "ACVI − control", "grid.json (acvi)")
     cb = a["control_bootstrap"]
     for seed in sorted({x for b in cb.values() for x in b}, key=int):
@@ -833,10 +842,11 @@ def _check_acvi_control(doc, a, page):
     both = [s for s in a["control"]["seeds"] if (a["soft_variant"], s) in runs]
     diffs = {sp: [runs[a["control_variant"], s][sp]["bleu_tok"] - runs[a["soft_variant"], s][sp]["bleu_tok"] for s in both]
              for sp in ("valid", "test2016", "test2017")}
-    want = [signed(statistics.mean(x)) + ("" if len(x) == 1 else f" ± {f2(statistics.stdev(x))}") for x in diffs.values()]
-    pat = NN if len(both) == 1 else rf"{NN} ± {NN}"
+    want = [_ms({"mean": statistics.mean(x), "std": statistics.stdev(x) if len(x) > 1 else 0.0, "n": len(x)}, sign=True)
+            for x in diffs.values()]
+    pat = _ms_pattern(len(both))
     doc.check_prose(rf"Control − soft, the normalisation without the latent, seed by seed \(seeds? [0-9, ]+\): "
-                    rf"valid ({pat}); test2016 ({pat}); test2017 ({pat})", want, "control − soft", "results.json")
+                    rf"valid {pat}; test2016 {pat}; test2017 {pat}", want, "control − soft", "results.json")
 
 
 def _grid_row(grid, scorer, config):
@@ -956,16 +966,15 @@ def _check_grid_overview(grid, kept, src):
     for a in grid.get("acvi", []):                 # ACVI in the best cell and its control, in both documents
         if a["acvi"]["status"] != "run":
             continue
-        ms = lambda c: f2(c["mean"]) + (f" ± {f2(c['std'])}" if c["n"] > 1 else "")
         fig = rf"({MSN}|{NN})"
         readme.check_prose(rf"ACVI in {re.escape(a['scorer'])} \({a['config']}\) {fig} test2016 BLEU \(seeds [0-9, ]+\) "
-                           rf"against soft {fig}", [ms(a["acvi"]["test2016"]), ms(a["soft"]["test2016"])],
+                           rf"against soft {fig}", [_ms(a["acvi"]["test2016"]), _ms(a["soft"]["test2016"])],
                            "README: ACVI in the grid's best cell", src)
         if a.get("control", {}).get("status") != "run":
             continue
         cb = a["control_bootstrap"]
         per = "; ".join(rf"seed {s}: test2016 {N} \[{N}, {N}\], test2017 {N} \[{N}, {N}\]" for s in sorted(cb["test2016"], key=int))
-        want = [ms(a["control"]["test2016"])] + [signed(cb[t][s][k]) for s in sorted(cb["test2016"], key=int)
+        want = [_ms(a["control"]["test2016"])] + [signed(cb[t][s][k]) for s in sorted(cb["test2016"], key=int)
                                                   for t in ("test2016", "test2017") for k in ("delta", "low", "high")]
         for d, where in ((ov, "overview"), (readme, "README")):
             d.check_prose(rf"its deterministic control \(the annotation normalisation without the latent; seeds? [0-9, ]+\) "

@@ -10,6 +10,7 @@ words/s (one ELBO step: forward, backward, SGD update) of
 
   * ``<v> loop+feed <mode>``: the default decoder with its step compiled (``--compile MODES``:
     ``inductor``, ``reduce-overhead``; docs/method.md §3.8), warmed up for 3 steps;
+  * ``<v> parallel <mode>``: the parallel path with its whole pass compiled the same way;
 
 and fairseq's own ``lstm`` (with its input feeding) at the same sizes. A variant with no parallel
 path (``pag``, ``rpag``) gets the ``loop+feed`` rows only. Timings are interleaved
@@ -113,6 +114,9 @@ def main():
         if parallel.decoder.runs_in_parallel:
             models[f"{v} loop"] = build(a, d, v, 0, False)
             models[f"{v} parallel"] = parallel
+            for mode in modes:
+                models[f"{v} parallel {mode}"] = build(a, d, v, 0, True, mode)
+                warmup[f"{v} parallel {mode}"] = 3
     if not pg:
         models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers).to(a.device)
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
@@ -140,6 +144,10 @@ def main():
             par = wps[f"{v} parallel"]
             print(f"{v}: parallel / loop+feed = {par / feed:.2f}  (target ≥ 2)   "
                   f"parallel / loop (same model) = {par / wps[f'{v} loop']:.2f}")
+            if ref == "fairseq-lstm":
+                print(f"{v}: parallel / fairseq-lstm = {par / wps[ref]:.2f}  (GPU target ≥ 3)"
+                      + "".join(f"   parallel {mode} / fairseq-lstm = "
+                                f"{wps[f'{v} parallel {mode}'] / wps[ref]:.2f}" for mode in modes))
         for mode in modes:
             line = f"{v}: loop+feed {mode} / loop+feed = {wps[f'{v} loop+feed {mode}'] / feed:.2f}"
             if v != "soft" and "soft loop+feed" in wps:

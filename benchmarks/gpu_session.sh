@@ -9,14 +9,18 @@
 #   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 5 minutes
 #   OUT=$OUT WHEELS=.whl bash benchmarks/gpu_session.sh runs   # ≤ 9 minutes: trainings, docs/recipes/side_by_side.md
 # (one call each: each fits the device tool's 10-minute limit with time to spare for the install).
+# Several parts may be named in one call (speed checks); ONLY (step names, space-separated) runs
+# those steps alone, CUDA_TESTS_K narrows the tests: a short lease spent on what is new.
 # The device has Python 3.12 and no package registry: WHEELS (optional) is a folder of wheels
 # carried with the tree (fairseq-fixed's cp312 wheel, bitarray, hydra-core, omegaconf,
 # antlr4-python3-runtime, entmax, sacremoses), installed without resolution into /tmp/site; the
 # plugin is read from the tree (PYTHONPATH).
 set -uo pipefail
-PART="${1:?usage: gpu_session.sh speed|checks|runs}"
-[[ "$PART" == speed || "$PART" == checks || "$PART" == runs ]] \
-  || { echo "error: PART must be speed, checks or runs, got '$PART'" >&2; exit 2; }
+(( $# )) || { echo "usage: gpu_session.sh speed|checks|runs [...]" >&2; exit 2; }
+for PART in "$@"; do
+  [[ "$PART" == speed || "$PART" == checks || "$PART" == runs ]] \
+    || { echo "error: PART must be speed, checks or runs, got '$PART'" >&2; exit 2; }
+done
 OUT="${OUT:-gpu_out}"
 mkdir -p "$OUT"
 if [[ -n "${WHEELS:-}" ]]; then  # no dependency resolution there: every missing package is carried
@@ -31,17 +35,21 @@ print(platform.python_version(), torch.__version__, torch.version.cuda,
 PY
 step() {  # step NAME SECONDS COMMAND...: run with a limit, output to $OUT/NAME.txt, status noted
   local name="$1" limit="$2"; shift 2
+  [[ -z "${ONLY:-}" || " $ONLY " == *" $name "* ]] || return 0
   local t0=$SECONDS
   timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
   echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
 }
 B=benchmarks/bench_parallel_decoder.py
+for PART in "$@"; do
 if [[ "$PART" == speed ]]; then
+# where a training step's time goes at the 2-layer word shape (device busy against wall time)
+step profile_word2 150 python3 benchmarks/profile_train_step.py --device cuda --len 30 --vocab 8000 --layers 2 --compile reduce-overhead
 # the step loop compiled (docs/method.md §3.8) beside the step loop, the parallel path and fairseq's
 # lstm at the character shape, where PAG trained at 0.30× soft on the H200 (2026-11-28)
 step compiled_char 190 python3 "$B" --device cuda --rounds 5 --batch 32 --len 72 --src-len 16 --vocab 120 --layers 1 --variants soft,acvi,pag,rpag --compile reduce-overhead,inductor
-step parallel_multi30k 80 python3 "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
-step parallel_word2 60 python3 "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2 --count
+step parallel_multi30k 120 python3 "$B" --device cuda --rounds 5 --batch 256 --len 14 --src-len 15 --vocab 7860 --layers 1 --compile reduce-overhead
+step parallel_word2 120 python3 "$B" --device cuda --rounds 5 --len 30 --vocab 8000 --layers 2 --count --compile reduce-overhead
 step parallel_cnndm 150 python3 "$B" --device cuda --model pointer_generator --rounds 3 --batch 16 --len 100 --src-len 400 --vocab 50000 --compile reduce-overhead
 elif [[ "$PART" == runs ]]; then
 # recipe runs side by side (recipes/side_by_side.sh): PLAN (default the Multi30K plan), DEADLINE
@@ -57,3 +65,4 @@ else
 step cuda_tests "${CUDA_TESTS_LIMIT:-480}" python3 -m pytest -m cuda tests/test_cuda.py -q -n 14 \
   ${CUDA_TESTS_K:+-k "$CUDA_TESTS_K"}
 fi
+done

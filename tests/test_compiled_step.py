@@ -52,7 +52,9 @@ def _train_pass(model, src, lengths, prev, pad, mode, seed=3):
 
 
 def _check_same(model, d, src, lengths, prev, mode, atol):
-    assert not model.decoder.runs_in_parallel                     # the step loop runs
+    """The compiled pass of ``model``'s configuration (its step loop's step, or its parallel pass
+    where it runs one) against the eager one: values, losses, attention and gradients."""
+    method = "_all_steps" if model.decoder.runs_in_parallel else "_recurrent_step"
     eager = _train_pass(model, src, lengths, prev, d.pad(), "none")
     calls, real = [], compiled_step.compiled
 
@@ -65,7 +67,7 @@ def _check_same(model, d, src, lengths, prev, mode, atol):
         comp = _train_pass(model, src, lengths, prev, d.pad(), mode)
     finally:
         compiled_step.compiled = real
-    assert len(calls) == 1 and calls[0][1] == mode               # the pass ran the compiled step
+    assert [c[1:] for c in calls] == [(mode, method)]           # the pass ran the compiled method
     nonpad = prev.ne(d.pad())
     assert torch.isfinite(comp[0][nonpad]).all()
     torch.testing.assert_close(comp[0][nonpad], eager[0][nonpad], atol=atol, rtol=atol)
@@ -103,6 +105,26 @@ def test_the_step_is_captured_whole_and_computes_the_eager_values(captured_whole
     _check_same(model, d, src, lengths, prev, "inductor", atol=1e-10)
 
 
+#: configurations that run the parallel path (no input feeding): the mode compiles the whole pass
+PARALLEL_CASES = [
+    ("soft", {}), ("acvi", {"mc_samples": 3}), ("structured", {}), ("variational", {}), ("ved", {}),
+    ("soft", {"attention_type": "additive", "attend_decoder_past": True, "self_attention_heads": 2}),
+]
+PARALLEL_IDS = [v + "".join(f"-{k}={x}" for k, x in o.items() if k != "mc_samples")
+                for v, o in PARALLEL_CASES]
+
+
+@pytest.mark.parametrize("variant,options", PARALLEL_CASES, ids=PARALLEL_IDS)
+def test_the_parallel_pass_is_captured_whole_and_computes_the_eager_values(captured_whole,
+                                                                           variant, options):
+    torch.manual_seed(0)
+    model, d = build_model(variant, **{"dropout": 0.0, "input_feeding": 0, **options})
+    model.double().train()
+    assert model.decoder.runs_in_parallel
+    src, lengths, prev = _batch(d)
+    _check_same(model, d, src, lengths, prev, "inductor", atol=1e-10)
+
+
 @pytest.mark.parametrize("variant", ["soft", "acvi"])
 def test_the_pointer_generators_coverage_step_is_captured_whole(captured_whole, variant):
     torch.manual_seed(0)
@@ -115,15 +137,19 @@ def test_the_pointer_generators_coverage_step_is_captured_whole(captured_whole, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["inductor", "reduce-overhead"])
-@pytest.mark.parametrize("variant", ["soft", "acvi", "pag"])
+@pytest.mark.parametrize("variant", ["soft", "acvi", "pag", "acvi-parallel"])
 def test_the_compiled_kernels_compute_the_eager_values(monkeypatch, mode, variant):
     """TorchInductor's generated kernels (C++ here; Triton on a GPU: tests/test_cuda.py), with
     the eager random numbers (``fallback_random``); PAG's plan is float32 even in a float64 model
-    (pag.py), so its tolerance is float32's."""
+    (pag.py), so its tolerance is float32's. ``acvi-parallel``: without input feeding, the
+    parallel path's whole pass compiled."""
     monkeypatch.setattr(compiled_step, "_COMPILED", {})
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model, d = build_model(variant, dropout=0.3, mc_samples=3 if variant == "acvi" else 0)
+    name, _, parallel = variant.partition("-")              # -parallel: no input feeding
+    model, d = build_model(name, dropout=0.3, mc_samples=3 if name == "acvi" else 0,
+                           input_feeding=0 if parallel else 1)
+    assert model.decoder.runs_in_parallel == bool(parallel)
     model.double().train()
     src, lengths, prev = _batch(d)
     with inductor_config.patch(fallback_random=True):
@@ -180,6 +206,8 @@ def test_an_unknown_mode_is_refused_naming_the_option():
                               compile_decoder_step="graphs")
     with pytest.raises(ValueError, match="--compile-decoder-step"):
         seq2seq_defaults(args)
+    with pytest.raises(ValueError, match="unknown method '_forward'; choose from _recurrent_step"):
+        compiled_step.compiled(object, "inductor", "_forward")
 
 
 @pytest.mark.slow

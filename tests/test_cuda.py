@@ -167,7 +167,8 @@ ATTENTION_OPTIONS = {
     "csparsemax": ["--attention-normalizer", "csparsemax", "--attention-fertility", "predicted",
                    "--attention-fertility-value", "3", "--attention-exhaustion", "0.2"],
     "past-and-self-attention": ["--attend-decoder-past", "--self-attention-heads", "2",
-                                "--attention-type", "key-value"]}
+                                "--attention-type", "key-value"],
+    "key-value-scaled-dot": ["--attention-type", "key-value", "--key-value-inner", "scaled-dot"]}
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -213,10 +214,11 @@ def test_parallel_pass_equals_the_step_loop_on_cuda(variant, options):
 
 
 @pytest.mark.parametrize("mode", ["inductor", "reduce-overhead"])
-@pytest.mark.parametrize("variant", ["soft", "acvi", "pag"])
+@pytest.mark.parametrize("variant", ["soft", "acvi", "pag", "soft-parallel", "acvi-parallel"])
 def test_compiled_step_equals_the_eager_step_on_cuda(variant, mode):
     """float32 on the GPU (method §3.8): the step compiled by TorchInductor (Triton kernels), and
     replayed as CUDA graphs under ``reduce-overhead``, gives the eager step's log-probabilities,
+    (``-parallel``: without input feeding, the parallel path's whole pass compiled, the same way)
     losses, attention and gradients up to float32 rounding, on two batch shapes in turn (a graph
     recorded for each) and the first again (replayed). With the eager random numbers
     (``fallback_random``) the training pass (dropout, PAG's Gumbel draws) is compared under
@@ -238,7 +240,10 @@ def test_compiled_step_equals_the_eager_step_on_cuda(variant, mode):
     torch._dynamo.reset()
     compiled_step._COMPILED.clear()
     torch.manual_seed(0)
-    model, d = build_model(variant, dropout=0.3, mc_samples=3 if variant == "acvi" else 0)
+    name, _, parallel = variant.partition("-")
+    model, d = build_model(name, dropout=0.3, mc_samples=3 if name == "acvi" else 0,
+                           input_feeding=0 if parallel else 1)
+    assert model.decoder.runs_in_parallel == bool(parallel)
     compare_training = mode == "inductor" and variant != "pag"
     model.cuda().train(compare_training)
     with inductor_config.patch(fallback_random=True), \
@@ -253,6 +258,17 @@ def test_compiled_step_equals_the_eager_step_on_cuda(variant, mode):
             lprobs, _, _, grad = _train_pass(model, src, lengths, prev, d.pad(), mode)
             assert torch.isfinite(lprobs[prev.ne(d.pad())]).all() and torch.isfinite(grad).all()
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_compiled_parallel_pass_mixed_precision_round_trip(tmp_path, precision):
+    """``soft`` without input feeding, its parallel pass replayed as CUDA graphs
+    (``--compile-decoder-step reduce-overhead``, method §3.8) in each mode: 60 updates, loss
+    falls, finite, then beam search from the checkpoint in the same mode."""
+    data, text = _train_lstm_reversal(tmp_path, precision, "--input-feeding", "0",
+                                      "--compile-decoder-step", "reduce-overhead")
+    _assert_finite(text, ["loss", "nll_loss"])
+    _beam_search_12_finite(data, tmp_path / "ck" / "checkpoint_last.pt", precision, 1)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

@@ -493,10 +493,11 @@ def _interval(paired):
 
 
 def _speed_table(path):
-    """words/s by model name from a bench_parallel_decoder.py output."""
+    """words/s by model name from a bench_parallel_decoder.py output (with or without
+    ``--count``'s columns)."""
     rows = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"(\S.*?)\s{2,}(\d+)\s+\d+\.\d+$", line)
+        m = re.match(r"(\S.*?)\s{2,}(\d+)\s+\d+\.\d+(\s|$)", line)  # (then --count's columns)
         if m:
             rows[m.group(1)] = int(m.group(2))
     return rows
@@ -544,6 +545,69 @@ def test_gpu_checks_2026_11_29_figures():
     guide.check_prose(rf"`reduce-overhead` trains PAG {N}× faster \({N}× `soft` instead of {N}×\)",
                       [f"{pag / char['pag loop+feed']:.1f}", f"{pag / char['soft loop+feed']:.2f}",
                        f"{char['pag loop+feed'] / char['soft loop+feed']:.2f}"], "guide PAG", src)
+    guide.assert_ok()
+
+
+def _profile_table(path):
+    """{model: (wall ms, device ms, busy %, launches, synchronising calls)} from a
+    profile_train_step.py output (figures as it prints them)."""
+    rows, name = {}, None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"## (.+): ([\d.]+) ms a step", line)
+        if m:
+            name, wall = m.group(1), m.group(2)
+        m = re.match(r"device busy ([\d.]+) ms \((\d+) % .*?; (\d+) launches .*?, (\d+) synchronising", line)
+        if m and name:
+            rows[name] = (wall, *m.groups())
+    return rows
+
+
+def test_gpu_checks_2026_11_30_figures():
+    """docs/results/gpu_checks_2026-11-30: the speed table and the profile table, recomputed from
+    the outputs beside the page; the headline in BENCHMARKS and the guide."""
+    page = RESULTS / "gpu_checks_2026-11-30"
+    doc = Doc(page / "README.md")
+    runs = {"(first call)": "parallel_word2", "the same, second call": "parallel_word2_repeat",
+            "Multi30K preset": "parallel_multi30k"}
+    speed = {label: _speed_table(page / f"{stem}.txt") for label, stem in runs.items()}
+    cap = "**parallel reduce-overhead** is new"
+    for label, t in speed.items():
+        lstm, par, comp = t["fairseq-lstm"], t["soft parallel"], t["soft parallel reduce-overhead"]
+        doc.check_row(cap, label, {1: f"{lstm:,}", 2: f"{par:,}", 3: f"{comp:,}",
+                                   4: f"{par / lstm:.2f}×", 5: f"{comp / lstm:.2f}×"},
+                      f"docs/results/gpu_checks_2026-11-30/{runs[label]}.txt")
+    acvi = [(t["acvi parallel"] / t["fairseq-lstm"], t["acvi parallel reduce-overhead"] / t["fairseq-lstm"])
+            for t in speed.values()]
+    doc.check_prose(rf"parallel / `lstm` {N}×, {N}×, {N}×; parallel reduce-overhead / `lstm` {N}×, "
+                    rf"{N}×, {N}×", [f"{a:.2f}" for a, _ in acvi] + [f"{c:.2f}" for _, c in acvi],
+                    "ACVI ratios", "the three speed outputs")
+    word = [speed[k] for k in ("(first call)", "the same, second call")]
+    comp_r = [t["soft parallel reduce-overhead"] / t["fairseq-lstm"] for t in word]
+    eager_r = [t["soft parallel"] / t["fairseq-lstm"] for t in word]
+    compiled, eager = [f"{r:.2f}" for r in comp_r], [f"{r:.2f}" for r in eager_r]
+    doc.check_prose(rf"reduce-overhead`\): {N}× and {N}× in two calls", compiled, "word shape compiled",
+                    "parallel_word2*.txt")
+    prof = _profile_table(page / "profile_word2.txt")
+    assert len(prof) == 4, prof
+    for name, (wall, busy, share, launches, syncs) in prof.items():
+        label = name.replace("soft", "`soft`").replace("fairseq-lstm", "fairseq `lstm`")
+        label += ", eager" if name.endswith("parallel") else ""
+        doc.check_row("five profiled steps after three unprofiled ones", label,
+                      {1: f"{float(wall):.1f} ms", 2: f"{float(busy):.1f} ms", 3: f"{share} %",
+                       4: f"{int(launches):,}", 5: syncs},
+                      "docs/results/gpu_checks_2026-11-30/profile_word2.txt")
+    doc.assert_ok()
+    bench = Doc(REPO / "BENCHMARKS.md")
+    bench.check_prose(rf"trains at \*\*{N}×\*\* and \*\*{N}×\*\* fairseq's `lstm` in two calls",
+                      compiled, "GPU word shape compiled", "parallel_word2*.txt")
+    bench.check_prose(rf"the eager parallel path {N}× and {N}× \(2.87× on", eager,
+                      "GPU word shape eager", "parallel_word2*.txt")
+    bench.assert_ok()
+    guide = Doc(REPO / "docs" / "guide.md")
+    guide.check_prose(rf"`soft` then trains at {N}-{N}× fairseq's `lstm` at the 2-layer word shape "
+                      rf"\({N}-{N}× uncompiled\)",
+                      [f"{f(r):.1f}" for r in (comp_r, eager_r) for f in (min, max)],
+                      "guide parallel compiled", "parallel_word2*.txt")
     guide.assert_ok()
 
 

@@ -92,7 +92,8 @@ def add_seq2seq_args(parser):
                         help="how a teacher-forced pass of the step loop (input feeding, "
                              "planning, coverage, constrained normalisers) runs each step: "
                              "none (default, eager), inductor (torch.compile's fused kernels), "
-                             "reduce-overhead (the same, replayed as CUDA graphs on a GPU); the same "
+                             "reduce-overhead (the same, replayed as CUDA graphs on a GPU); "
+                             "without input feeding the parallel path's whole pass; the same "
                              "values up to float rounding; compiled once per process "
                              "(modules/seq2seq/compiled_step.py)")
     parser.add_argument("--attend-decoder-past", action="store_true", default=None,

@@ -1,5 +1,6 @@
 """The step loop's step compiled (``--compile-decoder-step``, docs/method.md §3.8): what removes the
-per-step launch overhead of the recurrent configurations on a GPU.
+per-step launch overhead of the recurrent configurations on a GPU; the parallel path's pass
+(§3.7) compiled the same way, where a configuration runs it.
 
 A decoder with input feeding, planning attention, coverage or a constrained normaliser runs its
 teacher-forced passes one step after the other, each step a few dozen to a few hundred small
@@ -22,6 +23,11 @@ its partition of forward and backward fails on dropout.)
 A model in half precision on a CPU (``--memory-efficient-fp16`` there) keeps the eager step, with
 one warning: TorchInductor's C++ kernels for float16 fail to build in torch 2.13 (a conflicting
 declaration in its vectorised reduction); on a GPU the kernels are Triton's.
+
+A configuration that runs the parallel path (``--input-feeding 0`` and a context inference that
+allows it) has no step loop in its teacher-forced passes: there the mode compiles the whole pass
+(:meth:`~fairseq_acvi.modules.seq2seq.decoder_passes.DecoderPasses._all_steps`: the LSTM layers
+over all steps, the scores, the context inference and W_c), one graph for every step at once.
 
 Every mode computes the eager step's values up to float rounding (tests/test_compiled_step.py,
 float64, 1e-10, values and gradients). One exception: random draws (dropout, ACVI's samples at
@@ -71,10 +77,17 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def compiled(cls: type, mode: str, **compile_args) -> Callable:
-    """The compiled unbound ``cls._recurrent_step`` for ``mode`` (cached; extra keyword
-    arguments, e.g. ``fullgraph=True`` in tests, make a separate entry)."""
-    key = (cls, mode, tuple(sorted(compile_args.items())))
+#: the decoder methods a mode compiles: the step loop's step, the parallel path's pass
+METHODS = ("_recurrent_step", "_all_steps")
+
+
+def compiled(cls: type, mode: str, method: str = "_recurrent_step", **compile_args) -> Callable:
+    """The compiled unbound ``cls.<method>`` (one of :data:`METHODS`) for ``mode`` (cached; extra
+    keyword arguments, e.g. ``fullgraph=True`` in tests, make a separate entry)."""
+    if method not in METHODS:
+        raise ValueError(f"compiled_step.compiled: unknown method {method!r}; choose from "
+                         f"{', '.join(METHODS)}")
+    key = (cls, mode, method, tuple(sorted(compile_args.items())))
     fn = _COMPILED.get(key)
     if fn is None:
         check_mode(mode)
@@ -84,7 +97,7 @@ def compiled(cls: type, mode: str, **compile_args) -> Callable:
         # without an error
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
                                                    RECOMPILE_LIMIT)
-        fn = torch.compile(cls._recurrent_step, **_COMPILE_ARGS[mode], **compile_args)
+        fn = torch.compile(getattr(cls, method), **_COMPILE_ARGS[mode], **compile_args)
         _COMPILED[key] = fn
     return fn
 
@@ -107,20 +120,21 @@ def eager_reason(decoder) -> Optional[str]:
     return None
 
 
-def step_function(decoder, mode: str) -> Callable:
-    """The step ``decoder`` runs in its step loop: its eager ``_recurrent_step`` for ``none``,
-    else the compiled one bound to it. Under the CUDA-graph modes each call of this function
-    starts a new pass (``torch.compiler.cudagraph_mark_step_begin``): the previous pass's outputs
+def step_function(decoder, mode: str, method: str = "_recurrent_step") -> Callable:
+    """The step ``decoder`` runs in its step loop (``method`` ``_recurrent_step``), or its
+    parallel pass (``_all_steps``): its eager method for ``none``, else the compiled one bound
+    to it. Under the CUDA-graph modes each call of this function starts a new pass (``torch.compiler.cudagraph_mark_step_begin``): the previous pass's outputs
     are no longer read (its loss is formed and its backward done), so its graphs' memory may be
     reused."""
+    eager = getattr(decoder, method)
     if mode == "none":                     # (the decoder checked its mode when it was built)
-        return decoder._recurrent_step
+        return eager
     reason = eager_reason(decoder)
     if reason is not None:
         if reason not in _WARNED:
             _WARNED.add(reason)
             logger.warning(f"--compile-decoder-step {mode}: {reason}")
-        return decoder._recurrent_step
+        return eager
     if uses_cuda_graphs(mode):
         torch.compiler.cudagraph_mark_step_begin()
-    return functools.partial(compiled(type(decoder), mode), decoder)
+    return functools.partial(compiled(type(decoder), mode, method), decoder)

@@ -242,7 +242,8 @@ class ContextLSTMDecoder(DecoderPasses, DecoderState, FairseqIncrementalDecoder)
         mem = Memory(cache["keys"], cache["values"], cache["pad"])
         prepared = {k[len("prep_"):]: v for k, v in cache.items() if k.startswith("prep_")}
         if incremental_state is None and self.runs_in_parallel:
-            s, feeds, steps, new_cache, past_attn = self._all_steps(x, cache, mem, prepared)
+            all_steps = compiled_step.step_function(self, self.compile_step, "_all_steps")
+            s, feeds, steps, new_cache, past_attn = all_steps(x, cache, mem, prepared)
             cov_loss = None
         else:
             s, feeds, steps, new_cache, cov_loss, past_attn = self._step_by_step(

@@ -1,7 +1,7 @@
 """Where one training step's time goes (``torch.profiler``), for the models of
 ``bench_parallel_decoder.py`` at one shape: per step the wall time, the device's busy time (the
-sum of its kernels' times), the host's time in the runtime's launch and synchronisation calls,
-their counts, and the operators that take most device and most host time.
+sum of its kernels' times), the host's time in the runtime's launch, copy and synchronisation
+calls, their counts, and the operators that take most device and most host time.
 
 A step whose device is busy for a small part of its wall time is bound by the host (Python,
 dispatch, launches, synchronisations), not by the arithmetic; that is what the parallel path
@@ -25,9 +25,11 @@ from bench_common import device_label, elbo_train_step, sync  # noqa: E402
 from bench_parallel_decoder import build  # noqa: E402
 from bench_seq2seq import batch, fairseq_lstm, make_dict  # noqa: E402
 
-#: the runtime calls counted as launches and as host-device synchronisations
+#: the runtime calls counted as launches, as copies (host-device or on the device; a copy to the
+#: host also waits for the device) and as explicit synchronisations
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cudaLaunchKernelExC")
-SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "cudaEventSynchronize")
+COPIES = ("cudaMemcpy",)
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
 def models_to_profile(a, d):
@@ -70,13 +72,14 @@ def report(name, wall, events, steps: int, top: int, cuda: bool):
     kernels = sum(device_us(e) for e in on_device) / steps
     launches = sum(e.count for e in events if e.key in LAUNCHES) / steps
     launch_us = sum(e.self_cpu_time_total for e in events if e.key in LAUNCHES) / steps
+    copies = sum(e.count for e in events if e.key.startswith(COPIES)) / steps
     syncs = sum(e.count for e in events if e.key.startswith(SYNCS)) / steps
-    sync_us = sum(e.self_cpu_time_total for e in events if e.key.startswith(SYNCS)) / steps
+    sync_us = sum(e.self_cpu_time_total for e in events if e.key.startswith(COPIES + SYNCS)) / steps
     print(f"\n## {name}: {wall * 1e3:.2f} ms a step (wall)")
     if cuda:
         print(f"device busy {kernels / 1e3:.2f} ms ({kernels / 1e4 / wall:.0f} % of the wall time); "
-              f"{launches:.0f} launches ({launch_us / 1e3:.2f} ms host), {syncs:.0f} "
-              f"synchronising calls ({sync_us / 1e3:.2f} ms host)")
+              f"{launches:.0f} launches ({launch_us / 1e3:.2f} ms host), {copies:.0f} copies "
+              f"and {syncs:.0f} synchronisations ({sync_us / 1e3:.2f} ms host)")
         rows = sorted(on_host, key=device_us, reverse=True)[:top]
         print("most device time: " + "; ".join(
             f"{e.key[:48]} {device_us(e) / steps / 1e3:.2f} ms ×{e.count // steps}" for e in rows))

@@ -549,14 +549,14 @@ def test_gpu_checks_2026_11_29_figures():
 
 
 def _profile_table(path):
-    """{model: (wall ms, device ms, busy %, launches, synchronising calls)} from a
-    profile_train_step.py output (figures as it prints them)."""
+    """{model: (wall ms, device ms, busy %, launches, copy and synchronisation calls)} from a
+    profile_train_step.py output as it was printed on 2026-11-30 (figures as it prints them)."""
     rows, name = {}, None
     for line in path.read_text(encoding="utf-8").splitlines():
         m = re.match(r"## (.+): ([\d.]+) ms a step", line)
         if m:
             name, wall = m.group(1), m.group(2)
-        m = re.match(r"device busy ([\d.]+) ms \((\d+) % .*?; (\d+) launches .*?, (\d+) synchronising", line)
+        m = re.match(r"device busy ([\d.]+) ms \((\d+) % .*?; (\d+) launches .*?, (\d+) synchronising", line)  # (the output's words on 2026-11-30)
         if m and name:
             rows[name] = (wall, *m.groups())
     return rows

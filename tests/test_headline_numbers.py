@@ -556,7 +556,8 @@ def _profile_table(path):
         m = re.match(r"## (.+): ([\d.]+) ms a step", line)
         if m:
             name, wall = m.group(1), m.group(2)
-        m = re.match(r"device busy ([\d.]+) ms \((\d+) % .*?; (\d+) launches .*?, (\d+) synchronising", line)  # (the output's words on 2026-11-30)
+        m = re.match(r"device busy ([\d.]+) ms \((\d+) % .*?; (\d+) launches .*?, "
+                     r"(\d+) synchronising", line)       # (the output's words on 2026-11-30)
         if m and name:
             rows[name] = (wall, *m.groups())
     return rows

@@ -5,7 +5,7 @@
 # figures there), then every CUDA test (the parallel path, the compiled step, every family's mixed
 # precision). Each step has its own time limit and writes its own file under $OUT, so a step
 # that fails or runs out of time loses only itself. From the repository root, on the device:
-#   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh speed    # ≈ 6 minutes
+#   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh speed    # ≈ 7-8 minutes
 #   OUT=$OUT WHEELS=.whl ACVI_DATA=data bash benchmarks/gpu_session.sh checks   # ≈ 5 minutes
 #   OUT=$OUT WHEELS=.whl bash benchmarks/gpu_session.sh runs   # ≤ 9 minutes: trainings, docs/recipes/side_by_side.md
 # (one call each: each fits the device tool's 10-minute limit with time to spare for the install).

@@ -123,9 +123,9 @@ def eager_reason(decoder) -> Optional[str]:
 def step_function(decoder, mode: str, method: str = "_recurrent_step") -> Callable:
     """The step ``decoder`` runs in its step loop (``method`` ``_recurrent_step``), or its
     parallel pass (``_all_steps``): its eager method for ``none``, else the compiled one bound
-    to it. Under the CUDA-graph modes each call of this function starts a new pass (``torch.compiler.cudagraph_mark_step_begin``): the previous pass's outputs
-    are no longer read (its loss is formed and its backward done), so its graphs' memory may be
-    reused."""
+    to it. Under the CUDA-graph modes each call of this function starts a new pass
+    (``torch.compiler.cudagraph_mark_step_begin``): the previous pass's outputs are no longer
+    read (its loss is formed and its backward done), so its graphs' memory may be reused."""
     eager = getattr(decoder, method)
     if mode == "none":                     # (the decoder checked its mode when it was built)
         return eager

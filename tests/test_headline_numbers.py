@@ -546,6 +546,10 @@ def test_gpu_checks_2026_11_29_figures():
                       [f"{pag / char['pag loop+feed']:.1f}", f"{pag / char['soft loop+feed']:.2f}",
                        f"{char['pag loop+feed'] / char['soft loop+feed']:.2f}"], "guide PAG", src)
     guide.assert_ok()
+    readme = Doc(REPO / "README.md")
+    readme.check_prose(rf"replays each step as a CUDA graph \(PAG trains {N}× faster\)",
+                       [f"{pag / char['pag loop+feed']:.1f}"], "README PAG compiled", src)
+    readme.assert_ok()
 
 
 def _profile_table(path):
@@ -610,6 +614,11 @@ def test_gpu_checks_2026_11_30_figures():
                       [f"{f(r):.1f}" for r in (comp_r, eager_r) for f in (min, max)],
                       "guide parallel compiled", "parallel_word2*.txt")
     guide.assert_ok()
+    readme = Doc(REPO / "README.md")
+    readme.check_prose(rf"with both `soft` trains at {N}-{N}× fairseq's `lstm` on an H200",
+                       [f"{f(comp_r):.1f}" for f in (min, max)], "README GPU speed",
+                       "parallel_word2*.txt")
+    readme.assert_ok()
 
 
 def test_attention_grid_figures():

@@ -39,8 +39,9 @@ search) keeps the eager step: one step per call, its state reordered between cal
 Shapes: the step is compiled for the shapes it meets, a second shape making the batch and source
 sizes symbolic (PyTorch's automatic dynamic shapes); a CUDA graph is recorded for each distinct
 (batch, source length) pair, and with seed 003's decoder options, whose caches of earlier steps
-grow step by step, for each step index too. fairseq's ``--required-seq-len-multiple K`` (translation and
-summarization tasks) pads source lengths to multiples of K and so bounds the number of recordings;
+grow step by step, for each step index too; the parallel pass, for each (batch, source length,
+target length). fairseq's ``--required-seq-len-multiple K`` (translation and summarization tasks)
+pads source and target lengths to multiples of K and so bounds the number of recordings;
 fairseq's batches by ``--max-tokens`` vary in size, ``--batch-size`` fixes it. Compile time is
 paid once per process (tens of seconds; more for PAG).
 """

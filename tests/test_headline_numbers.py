@@ -503,14 +503,20 @@ def _speed_table(path):
     return rows
 
 
+def _gpu_page(name, stems):
+    """(the results folder ``name``, its README as a :class:`Doc`, {table label: words/s by model}
+    from the benchmark output ``stems[label]``.txt beside it)."""
+    page = RESULTS / name
+    return page, Doc(page / "README.md"), {label: _speed_table(page / f"{stem}.txt")
+                                           for label, stem in stems.items()}
+
+
 def test_gpu_checks_2026_11_29_figures():
     """docs/results/gpu_checks_2026-11-29: the speed tables and their ratios, recomputed from the
     benchmark outputs beside the page; the headline in BENCHMARKS and the guide."""
-    page = RESULTS / "gpu_checks_2026-11-29"
-    doc = Doc(page / "README.md")
     shapes = {"Multi30K preset": "parallel_multi30k", "word targets, 2 layers": "parallel_word2",
               "character targets": "compiled_char", "CNN/DM": "parallel_cnndm"}
-    speed = {label: _speed_table(page / f"{stem}.txt") for label, stem in shapes.items()}
+    page, doc, speed = _gpu_page("gpu_checks_2026-11-29", shapes)
     cap = "Training target words/s"
     for label, t in speed.items():
         src = f"docs/results/gpu_checks_2026-11-29/{shapes[label]}.txt"
@@ -570,11 +576,9 @@ def _profile_table(path):
 def test_gpu_checks_2026_11_30_figures():
     """docs/results/gpu_checks_2026-11-30: the speed table and the profile table, recomputed from
     the outputs beside the page; the headline in BENCHMARKS and the guide."""
-    page = RESULTS / "gpu_checks_2026-11-30"
-    doc = Doc(page / "README.md")
     runs = {"(first call)": "parallel_word2", "the same, second call": "parallel_word2_repeat",
             "Multi30K preset": "parallel_multi30k"}
-    speed = {label: _speed_table(page / f"{stem}.txt") for label, stem in runs.items()}
+    page, doc, speed = _gpu_page("gpu_checks_2026-11-30", runs)
     cap = "**parallel reduce-overhead** is new"
     for label, t in speed.items():
         lstm, par, comp = t["fairseq-lstm"], t["soft parallel"], t["soft parallel reduce-overhead"]

@@ -15,7 +15,7 @@ from fairseq_acvi.babi_eval.build import make_model, make_task
 from fairseq_acvi.babi_eval.checkpoint import args_from_state
 from fairseq_acvi.babi_eval.evaluate import predict
 from fairseq_acvi.babi_eval.render import collect, selection_table, table
-from fairseq_acvi.babi_eval.results import data_variant
+from fairseq_acvi.babi_eval.results import data_variant, load_json
 from fairseq_acvi.babi_eval.selection import merge_dirs, merge_results, merge_sources, selection_key
 from fairseq_acvi.cli import babi_report
 
@@ -536,3 +536,29 @@ def test_accuracy_from_counts_and_the_pass_threshold():
     assert 100.0 * ok[:1000].float().mean().item() < 95.0          # what the float32 mean gave
     assert passed([94.99999880790710, 95.0, 94.9, 100.0]) == 3
     assert passed([94.999]) == 0
+
+
+def test_merge_reads_the_gzipped_copies_kept_under_docs_results(tmp_path):
+    """The results files under docs/results/ are kept gzipped (``.json.gz``): --merge takes them as
+    files and inside a report folder, and merges them to what the plain files give (the fixtures
+    are plain copies of the same files)."""
+    from conftest import REPO
+    kept = REPO / "docs" / "results" / "babi_2026-11-24_random-noise"
+    plain = REPO / "tests" / "fixtures" / "babi_2026-11-24_random-noise"
+    names = ("results_single_rn0.1_seeds1-10.json", "results_single_t_memn2n_rn0.1_seeds11-20.json",
+             "results_single_memn2n_rn0.1_seeds11-20.json", "results_joint_rn0.1.json")
+    for name in names:                                  # the kept copies are the fixtures' data
+        assert load_json(str(kept / f"{name}.gz")) == json.loads((plain / name).read_text())
+    merge_dirs([str(kept / f"{n}.gz") for n in names], str(tmp_path / "gz"))
+    merge_dirs([str(plain / n) for n in names], str(tmp_path / "plain"))
+    for setup in ("single", "joint"):
+        assert (json.loads((tmp_path / "gz" / f"results_{setup}.json").read_text())
+                == json.loads((tmp_path / "plain" / f"results_{setup}.json").read_text()))
+    folder = tmp_path / "report"                        # a report folder kept gzipped
+    folder.mkdir()
+    (folder / "results_single.json.gz").write_bytes((kept / f"{names[0]}.gz").read_bytes())
+    sources = merge_sources([str(folder)])
+    assert [len(sources["single"]), len(sources["joint"])] == [1, 0]
+    assert load_json(sources["single"][0][0]) == json.loads((plain / names[0]).read_text())
+    with pytest.raises(ValueError, match="or its .gz"):
+        merge_sources([str(tmp_path / "results_single_notes.txt.gz")])

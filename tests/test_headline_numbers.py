@@ -132,6 +132,14 @@ MS = rf"({MSN})"                          # mean ± std
 
 
 # ----------------------------------------------------------------------------------- result files
+def _babi_json(rel):
+    """A bAbI results file kept under docs/results/ (gzipped there: ``rel`` + ``.gz``)."""
+    from fairseq_acvi.babi_eval.results import load_json
+    path = RESULTS / f"{rel}.gz"
+    assert path.exists(), f"{path} is missing"
+    return load_json(str(path))
+
+
 class MT:
     """An mt_report results.json: runs by (pair, variant, seed)."""
 
@@ -1226,8 +1234,8 @@ def _passed(accs):
 
 def test_babi_en_10k_pass_counts_and_means():
     rel = "babi_en-10k_2026-11-27/results_single.json"
-    src = f"docs/results/{rel}"
-    data = json.loads((RESULTS / rel).read_text())
+    src = f"docs/results/{rel}.gz"
+    data = _babi_json(rel)
     columns = [("memn2n", "memn2n"), ("t_memn2n", "t_memn2n_S1"), ("t_memn2n", "t_memn2n_S10")]
 
     def best_of(n):
@@ -1265,10 +1273,10 @@ def test_babi_hindi_and_shuffled_tables_11_and_12():
     found = {}
     for variant, folder in (("hn", "table11_hn"), ("shuffled", "table12_shuffled")):
         rel = f"babi_hindi_2026-11-28/{folder}/results_single.json"
-        data = json.loads((RESULTS / rel).read_text())
+        data = _babi_json(rel)
         accs = [[_babi_best(data[f"{m}|{t}"], 10, k, t) for t in range(1, 21)] for m, k in columns]
         found[variant] = ([_passed(a) for a in accs], [f"{statistics.mean(a):.1f}" for a in accs],
-                          [f"{a[0]:.1f}" for a in accs], f"docs/results/{rel}")
+                          [f"{a[0]:.1f}" for a in accs], f"docs/results/{rel}.gz")
     (hn_pass, hn_mean, hn_task1, hn_src), (sh_pass, sh_mean, _, sh_src) = found["hn"], found["shuffled"]
     bench = Doc(BENCH)
     bench.check_prose(r"passes `hn` \*\*(\d+ / \d+ / \d+)\*\* \(MemN2N / t-MEM-NN S = 1 / S = 10\), means "
@@ -1289,12 +1297,11 @@ def test_babi_hindi_and_shuffled_tables_11_and_12():
 
 
 def test_babi_random_noise_protocol_table():
-    base = RESULTS / "babi_2026-11-24_random-noise"
-    src1 = "docs/results/babi_2026-11-24_random-noise/results_single_rn0.1_seeds1-10.json"
-    first = json.loads((base / "results_single_rn0.1_seeds1-10.json").read_text())
-    more = {m: json.loads((base / f"results_single_{m}_rn0.1_seeds11-20.json").read_text())
+    src1 = "docs/results/babi_2026-11-24_random-noise/results_single_rn0.1_seeds1-10.json.gz"
+    first = _babi_json("babi_2026-11-24_random-noise/results_single_rn0.1_seeds1-10.json")
+    more = {m: _babi_json(f"babi_2026-11-24_random-noise/results_single_{m}_rn0.1_seeds11-20.json")
             for m in ("memn2n", "t_memn2n")}
-    joint = json.loads((base / "results_joint_rn0.1.json").read_text())
+    joint = _babi_json("babi_2026-11-24_random-noise/results_joint_rn0.1.json")
     src20 = f"{src1} and …_seeds11-20.json"
 
     def merged(model, task):
@@ -1325,7 +1332,7 @@ def test_babi_random_noise_protocol_table():
         entry = joint[f"{model}|" + ",".join(str(t) for t in range(1, 21))]
         accs = [entry["test"][key][str(t)] for t in range(1, 21)]
         doc.check_row(cap, label, {1: str(_passed(accs)), 2: f"{statistics.mean(accs):.1f}"},
-                      "docs/results/babi_2026-11-24_random-noise/results_joint_rn0.1.json")
+                      "docs/results/babi_2026-11-24_random-noise/results_joint_rn0.1.json.gz")
     doc.assert_ok()
 
 

@@ -1,8 +1,8 @@
 """A result page keeps what its figures were computed from, so anyone can re-score them: the kept
 test captions of the MSR-VTT captioning page (docs/results/captioning_msrvtt_2026-11-28/captions/),
 scored again against the references rebuilt from the real data, give the CIDEr on the page; the
-kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval; the
-uncertainty study's kept decodes and token arrays give its seed-1 measures; and
+kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval, and so do
+seed 003's grid's (ACVI against its control); the uncertainty study's kept decodes and token arrays give its seed-1 measures; and
 ``mt_report --keep-outputs`` keeps exactly what re-scoring needs."""
 import gzip
 import json
@@ -66,6 +66,32 @@ def test_kept_translations_rescore_to_the_figures_on_their_page(shared_data, tmp
     page = (MT_PAGE.parent / "multi30k_3k_defaults_2026-11-28.md").read_text(encoding="utf-8")
     row = re.search(r"^\| ACVI, the defaults \|.*$", page, re.M).group(0)
     assert f"| {got['bleu_tok']:.2f} |" in row, (got, row)
+
+
+GRID_PAGE = REPO / "docs" / "results" / "attention_grid_2026-11-29"
+
+
+def test_kept_grid_translations_rescore_to_the_acvi_control_interval_on_their_page(shared_data, tmp_path):
+    """Seed 003's grid: ACVI's kept test2016 decode (multiplicative (i), seed 1), scored again and
+    paired against its deterministic control's, gives its recorded BLEU and the page's interval."""
+    ref = shared_data / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.de"
+    if not ref.is_file():
+        pytest.skip(f"{ref} is missing")
+    kept = GRID_PAGE / "outputs" / "en_de"
+    out = tmp_path / "scores.json"
+    assert score_mt.main(["--gen", str(kept / "acvi-multiplicative-i_seed1" / "gen_test2016.txt.gz"),
+                          "--ref", str(ref), "--moses-detok", "de", "--json", str(out), "--against",
+                          str(kept / "acvi-det-multiplicative-i_seed1" / "gen_test2016.txt.gz")]) == 0
+    got = json.loads(out.read_text(encoding="utf-8"))
+    recorded = json.loads((kept / "acvi-multiplicative-i_seed1" / "bleu_test2016.json")
+                          .read_text(encoding="utf-8"))
+    assert (got["bleu_tok"], got["bleu_detok"]) == (recorded["bleu_tok"], recorded["bleu_detok"])
+    p = got["paired"]
+    sign = lambda x: f"{x:+.2f}".replace("-", "−")
+    interval = f"seed 1 test2016 {sign(p['delta'])} [{sign(p['low'])}, {sign(p['high'])}]"
+    page = (GRID_PAGE / "README.md").read_text(encoding="utf-8")
+    listing = re.search(r"paired against the control's \(bootstrap, 95 %\): (.*)$", page, re.M)
+    assert listing and listing.group(1).startswith(interval + ","), (interval, listing)
 
 
 UNC_PAGE = REPO / "docs" / "results" / "uncertainty_study_2026-11-29"

@@ -1,16 +1,30 @@
 """The results files of a report (``results_<setup>.json``: key "arch|tasks" -> info of the
-chosen run, with every run under "runs") and the bAbI variant they record."""
+chosen run, with every run under "runs") and the bAbI variant they record. A report writes them
+as plain JSON; the copies kept under docs/results/ are gzipped (``results_<setup>.json.gz``), and
+every reader here takes either."""
+import gzip
 import json
 import os
 from typing import Optional
 
 
 def load_json(path: str) -> dict:
-    """The results in ``path``; {} when there is no such file yet."""
+    """The results in ``path`` (plain or gzipped JSON, by its ``.gz`` ending); {} when there is
+    no such file yet."""
     if os.path.exists(path):
-        with open(path) as f:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz")
+              else open(path, encoding="utf-8")) as f:
             return json.load(f)
     return {}
+
+
+def results_file(folder: str, setup: str) -> Optional[str]:
+    """The results file of ``setup`` (single or joint) in a report's ``folder``:
+    ``results_<setup>.json``, else its gzipped copy, else None."""
+    for name in (f"results_{setup}.json", f"results_{setup}.json.gz"):
+        if os.path.exists(path := os.path.join(folder, name)):
+            return path
+    return None
 
 
 def write_json(path: str, results: dict) -> None:

@@ -6,7 +6,7 @@ import shutil
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_acvi.babi_eval.checkpoint import ckpt_name
-from fairseq_acvi.babi_eval.results import load_json, write_json
+from fairseq_acvi.babi_eval.results import load_json, results_file, write_json
 
 
 def selection_key(info: dict) -> Tuple[float, float, int]:
@@ -59,16 +59,16 @@ def merge_results(parts: List[dict]) -> Dict[str, dict]:
 def merge_sources(entries: List[str]) -> Dict[str, List[Tuple[str, Optional[str]]]]:
     """setup -> [(results JSON, its run's ckpt/ folder or None)] for the ``--merge`` entries.
 
-    An entry is an earlier ``--out-dir`` (its results_single.json / results_joint.json, and its
-    ckpt/) or one results file whose name says its setup, ``results_single*.json`` or
-    ``results_joint*.json`` (e.g. the files under docs/results/babi_2026-*/; no checkpoints).
+    An entry is an earlier ``--out-dir`` (its results_single.json / results_joint.json, or their
+    gzipped copies, and its ckpt/) or one results file whose name says its setup,
+    ``results_single*.json`` or ``results_joint*.json``, plain or ``.gz`` (e.g. the files under
+    docs/results/babi_2026-*/; no checkpoints).
     A folder with neither results file is an error, as is any other entry.
     """
     sources: Dict[str, List[Tuple[str, Optional[str]]]] = {"single": [], "joint": []}
     for entry in entries:
         if os.path.isdir(entry):
-            found = {s: path for s in sources
-                     if os.path.exists(path := os.path.join(entry, f"results_{s}.json"))}
+            found = {s: path for s in sources if (path := results_file(entry, s)) is not None}
             if not found:   # a run that never finished, or a copy that failed: not skipped silently
                 raise ValueError(f"--merge: folder {entry!r} holds neither results_single.json "
                                  "nor results_joint.json")
@@ -77,9 +77,9 @@ def merge_sources(entries: List[str]) -> Dict[str, List[Tuple[str, Optional[str]
             continue
         name = os.path.basename(entry)
         setup = next((s for s in sources if name.startswith(f"results_{s}")), None)
-        if not os.path.isfile(entry) or setup is None or not name.endswith(".json"):
+        if not os.path.isfile(entry) or setup is None or not name.endswith((".json", ".json.gz")):
             raise ValueError(f"--merge: {entry!r} is neither an --out-dir folder nor a "
-                             "results_single*.json / results_joint*.json file")
+                             "results_single*.json / results_joint*.json file (or its .gz)")
         sources[setup].append((entry, None))
     return sources
 

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", nargs="+", default=None, metavar="DIR",
                    help="instead of training: combine the results of runs over disjoint seed "
                         "ranges (each DIR an earlier --out-dir, or a results_single*.json / "
-                        "results_joint*.json file) into --out-dir, keeping per "
+                        "results_joint*.json file, plain or .gz) into --out-dir, keeping per "
                         "model and task the best run by validation (ties: the lower seed), as "
                         "one best-of-(N1 + N2 + ...) run would have; copies the chosen "
                         "checkpoints and renders the report (each model rebuilt with the "

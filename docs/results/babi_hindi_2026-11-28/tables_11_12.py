@@ -3,16 +3,17 @@
 Usage (repository root): python docs/results/babi_hindi_2026-11-28/tables_11_12.py VARIANT RESULTS_JSON
 [ENGLISH_JSON ...] (VARIANT hn or shuffled; RESULTS_JSON the results_single.json that
 `babi_report --merge` wrote over the ten seed folders; ENGLISH_JSON: results files of English
-bAbI-1k under the same protocol, merged in order, for the last column). Prints Markdown: per task
+bAbI-1k under the same protocol, merged in order, for the last column; plain or gzipped, as kept
+here). Prints Markdown: per task
 and column, the dissertation's figure, the run chosen by validation (the report's protocol), how
 many of the ten seeds reach 95 % on test, their median and their best test accuracy (the best is
 chosen on test: an upper bound, never a result), the English run chosen the same way, and the
 pass counts of each; test accuracies are read, never used to choose.
 """
-import json
 import statistics
 import sys
 
+from fairseq_acvi.babi_eval.results import load_json
 from fairseq_acvi.published import BABI_SINGLE_OTHER
 
 COLUMNS = (("MemN2N", "memn2n", "memn2n", 0), ("t-MEM-NN S=1", "t_memn2n", "t_memn2n_S1", 1),
@@ -26,10 +27,10 @@ def seed_tests(info: dict, column: str, task: int):
 
 
 def main(variant: str, path: str, english_paths=()) -> None:
-    results = json.load(open(path, encoding="utf-8"))
+    results = load_json(path)
     english = {}
     for p in english_paths:
-        english.update(json.load(open(p, encoding="utf-8")))
+        english.update(load_json(p))
     source, published = BABI_SINGLE_OTHER[variant]
     tasks = sorted({int(k.split("|")[1]) for k in results})
     head = "| task | " + " | ".join(

@@ -562,3 +562,7 @@ def test_merge_reads_the_gzipped_copies_kept_under_docs_results(tmp_path):
     assert load_json(sources["single"][0][0]) == json.loads((plain / names[0]).read_text())
     with pytest.raises(ValueError, match="or its .gz"):
         merge_sources([str(tmp_path / "results_single_notes.txt.gz")])
+    bad = tmp_path / "results_single_bad.json.gz"           # a damaged copy is named, not a traceback
+    bad.write_bytes((kept / f"{names[0]}.gz").read_bytes()[:200])
+    with pytest.raises(ValueError, match="results_single_bad.json.gz: not a readable results file"):
+        merge_dirs([str(bad)], str(tmp_path / "bad_out"))

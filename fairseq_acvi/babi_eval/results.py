@@ -10,11 +10,14 @@ from typing import Optional
 
 def load_json(path: str) -> dict:
     """The results in ``path`` (plain or gzipped JSON, by its ``.gz`` ending); {} when there is
-    no such file yet."""
+    no such file yet; a ValueError naming the file when it cannot be read as such."""
     if os.path.exists(path):
-        with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz")
-              else open(path, encoding="utf-8")) as f:
-            return json.load(f)
+        try:
+            with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz")
+                  else open(path, encoding="utf-8")) as f:
+                return json.load(f)
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a readable results file ({e})") from e
     return {}
 
 

@@ -60,16 +60,20 @@ def profile_steps(model, opt, b, steps: int):
     return wall, prof.key_averages()
 
 
+def _listing(events, time_us, steps: int, top: int) -> str:
+    """The ``top`` events by ``time_us(event)``, each with its time and calls per step."""
+    rows = sorted(events, key=time_us, reverse=True)[:top]
+    return "; ".join(f"{e.key[:48]} {time_us(e) / steps / 1e3:.2f} ms ×{e.count // steps}"
+                     for e in rows)
+
+
 def report(name, wall, events, steps: int, top: int, cuda: bool):
     """Print one model's figures. The device's busy time sums the device's own events (kernels,
     copies, fills) only: an operator's self device time is the time of the kernels it launched,
     which appear as events of their own too. The operators are ranked by that self device time."""
-    def device_us(e):
-        return e.self_device_time_total
-
-    on_device = [e for e in events if e.device_type == DeviceType.CUDA]
     on_host = [e for e in events if e.device_type == DeviceType.CPU]
-    kernels = sum(device_us(e) for e in on_device) / steps
+    kernels = sum(e.self_device_time_total for e in events
+                  if e.device_type == DeviceType.CUDA) / steps
     launches = sum(e.count for e in events if e.key in LAUNCHES) / steps
     launch_us = sum(e.self_cpu_time_total for e in events if e.key in LAUNCHES) / steps
     copies = sum(e.count for e in events if e.key.startswith(COPIES)) / steps
@@ -80,13 +84,9 @@ def report(name, wall, events, steps: int, top: int, cuda: bool):
         print(f"device busy {kernels / 1e3:.2f} ms ({kernels / 1e4 / wall:.0f} % of the wall time); "
               f"{launches:.0f} launches ({launch_us / 1e3:.2f} ms host), {copies:.0f} copies "
               f"and {syncs:.0f} synchronisations ({sync_us / 1e3:.2f} ms host)")
-        rows = sorted(on_host, key=device_us, reverse=True)[:top]
-        print("most device time: " + "; ".join(
-            f"{e.key[:48]} {device_us(e) / steps / 1e3:.2f} ms ×{e.count // steps}" for e in rows))
-    rows = sorted(on_host, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
-    print("most host time:   " + "; ".join(
-        f"{e.key[:48]} {e.self_cpu_time_total / steps / 1e3:.2f} ms ×{e.count // steps}"
-        for e in rows))
+        print("most device time: "
+              + _listing(on_host, lambda e: e.self_device_time_total, steps, top))
+    print("most host time:   " + _listing(on_host, lambda e: e.self_cpu_time_total, steps, top))
 
 
 def main():

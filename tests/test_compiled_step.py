@@ -51,6 +51,17 @@ def _train_pass(model, src, lengths, prev, pad, mode, seed=3):
     return lprobs.detach(), losses, extra["attn"][0], grad
 
 
+def build_variant(variant: str):
+    """The test model of ``variant`` (``soft``, ``acvi``, ``pag``; ``<v>-parallel``: without input
+    feeding, so that a teacher-forced pass runs the parallel path), dropout 0.3, ACVI with 3
+    samples: (model, dictionary)."""
+    name, _, parallel = variant.partition("-")
+    model, d = build_model(name, dropout=0.3, mc_samples=3 if name == "acvi" else 0,
+                           input_feeding=0 if parallel else 1)
+    assert model.decoder.runs_in_parallel == bool(parallel)
+    return model, d
+
+
 def _check_same(model, d, src, lengths, prev, mode, atol):
     """The compiled pass of ``model``'s configuration (its step loop's step, or its parallel pass
     where it runs one) against the eager one: values, losses, attention and gradients."""
@@ -146,10 +157,7 @@ def test_the_compiled_kernels_compute_the_eager_values(monkeypatch, mode, varian
     monkeypatch.setattr(compiled_step, "_COMPILED", {})
     torch._dynamo.reset()
     torch.manual_seed(0)
-    name, _, parallel = variant.partition("-")              # -parallel: no input feeding
-    model, d = build_model(name, dropout=0.3, mc_samples=3 if name == "acvi" else 0,
-                           input_feeding=0 if parallel else 1)
-    assert model.decoder.runs_in_parallel == bool(parallel)
+    model, d = build_variant(variant)
     model.double().train()
     src, lengths, prev = _batch(d)
     with inductor_config.patch(fallback_random=True):

@@ -233,17 +233,14 @@ def test_compiled_step_equals_the_eager_step_on_cuda(variant, mode):
     cause (the order the compiled graph draws in, or a near tie) is not settled; on the CPU the
     generated kernels match PAG's training pass (float64: test_compiled_step; float32 too)."""
     import torch._inductor.config as inductor_config
-    from test_compiled_step import _check_same, _train_pass
-    from test_seq2seq_model import _batch, build_model
+    from test_compiled_step import _check_same, _train_pass, build_variant
+    from test_seq2seq_model import _batch
     from fairseq_acvi.modules.seq2seq import compiled_step
     torch.backends.cuda.matmul.allow_tf32 = False
     torch._dynamo.reset()
     compiled_step._COMPILED.clear()
     torch.manual_seed(0)
-    name, _, parallel = variant.partition("-")
-    model, d = build_model(name, dropout=0.3, mc_samples=3 if name == "acvi" else 0,
-                           input_feeding=0 if parallel else 1)
-    assert model.decoder.runs_in_parallel == bool(parallel)
+    model, d = build_variant(variant)
     compare_training = mode == "inductor" and variant != "pag"
     model.cuda().train(compare_training)
     with inductor_config.patch(fallback_random=True), \

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from fairseq_acvi.babi_eval.results import load_json
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results"
 
@@ -134,7 +136,6 @@ MS = rf"({MSN})"                          # mean ± std
 # ----------------------------------------------------------------------------------- result files
 def _babi_json(rel):
     """A bAbI results file kept under docs/results/ (gzipped there: ``rel`` + ``.gz``)."""
-    from fairseq_acvi.babi_eval.results import load_json
     path = RESULTS / f"{rel}.gz"
     assert path.exists(), f"{path} is missing"
     return load_json(str(path))

@@ -2,7 +2,8 @@
 test captions of the MSR-VTT captioning page (docs/results/captioning_msrvtt_2026-11-28/captions/),
 scored again against the references rebuilt from the real data, give the CIDEr on the page; the
 kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval, and so do
-seed 003's grid's (ACVI against its control); the uncertainty study's kept decodes and token arrays give its seed-1 measures; and
+seed 003's grid's (ACVI against its control); the uncertainty study's kept decodes and token
+arrays give its seed-1 measures; and
 ``mt_report --keep-outputs`` keeps exactly what re-scoring needs."""
 import gzip
 import json
@@ -48,18 +49,26 @@ def test_kept_captions_rescore_to_the_figure_on_their_page(shared_data, tmp_path
 MT_PAGE = REPO / "docs" / "results" / "multi30k_3k_defaults_2026-11-28"
 
 
-def test_kept_translations_rescore_to_the_figures_on_their_page(shared_data, tmp_path):
+def _rescore_test2016(shared_data, tmp_path, kept, run, against):
+    """Score the kept test2016 decode of ``run`` (a folder under ``kept``) again, paired against
+    ``against``'s, with data_scripts/score_mt.py; its BLEU must be the one recorded beside it.
+    -> score_mt's scores (with ``paired``). Skips without the Multi30K references."""
     ref = shared_data / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.de"
     if not ref.is_file():
         pytest.skip(f"{ref} is missing")
-    kept = MT_PAGE / "outputs" / "en_de"
     out = tmp_path / "scores.json"
-    assert score_mt.main(["--gen", str(kept / "acvi_seed1" / "gen_test2016.txt.gz"), "--ref", str(ref),
+    assert score_mt.main(["--gen", str(kept / run / "gen_test2016.txt.gz"), "--ref", str(ref),
                           "--moses-detok", "de", "--json", str(out),
-                          "--against", str(kept / "soft_seed1" / "gen_test2016.txt.gz")]) == 0
+                          "--against", str(kept / against / "gen_test2016.txt.gz")]) == 0
     got = json.loads(out.read_text(encoding="utf-8"))
-    recorded = json.loads((kept / "acvi_seed1" / "bleu_test2016.json").read_text(encoding="utf-8"))
+    recorded = json.loads((kept / run / "bleu_test2016.json").read_text(encoding="utf-8"))
     assert (got["bleu_tok"], got["bleu_detok"]) == (recorded["bleu_tok"], recorded["bleu_detok"])
+    return got
+
+
+def test_kept_translations_rescore_to_the_figures_on_their_page(shared_data, tmp_path):
+    got = _rescore_test2016(shared_data, tmp_path, MT_PAGE / "outputs" / "en_de", "acvi_seed1",
+                            "soft_seed1")
     paired = json.loads((MT_PAGE / "paired_acvi_vs_soft_test2016.json").read_text(encoding="utf-8"))
     for k in ("delta", "low", "high"):
         assert got["paired"][k] == paired["paired"][k], k
@@ -74,19 +83,8 @@ GRID_PAGE = REPO / "docs" / "results" / "attention_grid_2026-11-29"
 def test_kept_grid_translations_rescore_to_the_acvi_control_interval_on_their_page(shared_data, tmp_path):
     """Seed 003's grid: ACVI's kept test2016 decode (multiplicative (i), seed 1), scored again and
     paired against its deterministic control's, gives its recorded BLEU and the page's interval."""
-    ref = shared_data / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.de"
-    if not ref.is_file():
-        pytest.skip(f"{ref} is missing")
-    kept = GRID_PAGE / "outputs" / "en_de"
-    out = tmp_path / "scores.json"
-    assert score_mt.main(["--gen", str(kept / "acvi-multiplicative-i_seed1" / "gen_test2016.txt.gz"),
-                          "--ref", str(ref), "--moses-detok", "de", "--json", str(out), "--against",
-                          str(kept / "acvi-det-multiplicative-i_seed1" / "gen_test2016.txt.gz")]) == 0
-    got = json.loads(out.read_text(encoding="utf-8"))
-    recorded = json.loads((kept / "acvi-multiplicative-i_seed1" / "bleu_test2016.json")
-                          .read_text(encoding="utf-8"))
-    assert (got["bleu_tok"], got["bleu_detok"]) == (recorded["bleu_tok"], recorded["bleu_detok"])
-    p = got["paired"]
+    p = _rescore_test2016(shared_data, tmp_path, GRID_PAGE / "outputs" / "en_de",
+                          "acvi-multiplicative-i_seed1", "acvi-det-multiplicative-i_seed1")["paired"]
     sign = lambda x: f"{x:+.2f}".replace("-", "−")
     interval = f"seed 1 test2016 {sign(p['delta'])} [{sign(p['low'])}, {sign(p['high'])}]"
     page = (GRID_PAGE / "README.md").read_text(encoding="utf-8")

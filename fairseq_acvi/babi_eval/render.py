@@ -15,7 +15,7 @@ import torch
 from fairseq_acvi.babi_eval.build import make_task, setup_args, t_embed_dim
 from fairseq_acvi.babi_eval.checkpoint import ckpt_name, load_model
 from fairseq_acvi.babi_eval.evaluate import UNCERTAINTY_NAMES, UNCERTAINTY_SAMPLES
-from fairseq_acvi.babi_eval.results import check_variant, data_variant, load_json, results_file
+from fairseq_acvi.babi_eval.results import check_variant, data_variant, load_results
 from fairseq_acvi.charts import save_chart
 from fairseq_acvi.published import BABI_JOINT, BABI_TASK_NAMES, babi_single_published
 
@@ -373,7 +373,7 @@ def render(args):
     variant = getattr(args, "variant", None) or data_variant(args.data)
     folder = os.path.basename(os.path.normpath(args.data))
     single_source, single_variant, single_published = babi_single_published(variant)
-    results = {s: load_json(results_file(args.out_dir, s) or "") for s in ("single", "joint")}
+    results = {s: load_results(args.out_dir, s) for s in ("single", "joint")}
     out = [f"# bAbI report: {variant} (docs/method.md §4-5)", "",
            f"Data: `{variant}`" + ("" if folder == variant else f" (folder `{folder}`)")
            + "; " + header_options(args, results), ""]

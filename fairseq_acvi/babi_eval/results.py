@@ -30,6 +30,13 @@ def results_file(folder: str, setup: str) -> Optional[str]:
     return None
 
 
+def load_results(folder: str, setup: str) -> dict:
+    """The results of ``setup`` in a report's ``folder`` (:func:`results_file`); {} when it has
+    none yet."""
+    path = results_file(folder, setup)
+    return load_json(path) if path else {}
+
+
 def write_json(path: str, results: dict) -> None:
     """Write ``results`` to ``path`` atomically (a partial run's file stays readable)."""
     with open(path + ".tmp", "w") as f:

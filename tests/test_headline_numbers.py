@@ -1437,3 +1437,13 @@ def test_subnormals_figures():
     guide = Doc(REPO / "docs" / "guide.md")
     guide.check_prose(rf"`fairseq-train` on that cell {N}× faster", [ratio], "guide: subnormals", src)
     guide.assert_ok()
+    # late in training: kept, flushed and flushed-and-resumed logged the same losses, and the
+    # resumed run loaded its own checkpoint inside the epoch
+    late = {mode: list(log_lines(page / f"late_{mode}.log.gz")) for mode in ("kept", "flushed", "flushed_resumed")}
+    losses = {mode: [json.loads(line.split("| train_inner | ", 1)[1])["loss"]
+                     for line in lines if "| train_inner | " in line] for mode, lines in late.items()}
+    assert len(losses["kept"]) == 4 and losses["kept"] == losses["flushed"] == losses["flushed_resumed"]
+    assert any("(epoch 21 @ 2360 updates)" in line for line in late["flushed_resumed"])
+    doc.check_prose(rf"the four logged losses\s+are the same in the three logs \(({NN}), ({NN}), …, ({NN}) at update 2,380\)",
+                    [losses["kept"][0], losses["kept"][1], losses["kept"][-1]], "late losses", src)
+    doc.assert_ok()

@@ -152,6 +152,28 @@ def test_mc_samples_override_and_weights_only_loading(data_bin, tmp_path):
         torch.load(evil)
 
 
+def test_a_resumed_run_trains_exactly_as_an_uninterrupted_one(data_bin, tmp_path):
+    """Stopped mid-epoch and resumed from checkpoint_last.pt with the same command, an ACVI run
+    (dropout, context samples, Adam's moments, the data order) ends with the parameters of the run
+    that was never stopped, bit for bit: the long recipes resume instead of starting again."""
+    import fairseq_acvi  # noqa: F401  (the checkpoint allow-list)
+
+    args = ("--context-inference", "acvi", "--dropout", "0.2", "--disable-validation")
+    train(data_bin, tmp_path / "whole", *args, updates=6)
+    train(data_bin, tmp_path / "resumed", *args, updates=4)
+    res = train(data_bin, tmp_path / "resumed", *args, updates=6)
+    # 3 updates an epoch here: loaded after the first update of epoch 2
+    assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch 2 @ 4 updates\)",
+                     res.stdout + res.stderr), (res.stdout + res.stderr)[-3000:]
+    whole, resumed = (torch.load(tmp_path / d / "checkpoint_last.pt")["model"] for d in ("whole", "resumed"))
+    assert whole.keys() == resumed.keys()
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+    # the check can fail: a run of one update fewer is not the same
+    train(data_bin, tmp_path / "short", *args, updates=5)
+    short = torch.load(tmp_path / "short" / "checkpoint_last.pt")["model"]
+    assert not all(torch.equal(whole[k], short[k]) for k in whole)
+
+
 def test_preset_normalises_annotations_and_older_checkpoints_load_as_trained(data_bin, tmp_path):
     """acvi_lstm_multi30k's ACVI normalises the annotations and draws its evaluation samples in
     antithetic pairs (the configuration chosen on Multi30K validation) and the

@@ -32,6 +32,7 @@ PRIOR_DOF="${PRIOR_DOF:-10}"
 ESCORT_SAMPLER="${ESCORT_SAMPLER:-polar}"
 ANSWER_CLASSES="${ANSWER_CLASSES:-dictionary}"
 EXTRA="${EXTRA:-}"
+PYTHON="${PYTHON:-python}"
 
 check_positive_int SEEDS T_SEEDS JOINT_SEEDS EPOCHS JOINT_EPOCHS EMBED_DIM
 check_optional positive_int BATCH_SIZE T_EMBED_DIM
@@ -64,11 +65,11 @@ fi
 recipe_settings VARIANT BABI_DATA OUT_DIR TASKS MODELS SETUPS SEEDS T_SEEDS JOINT_SEEDS EPOCHS \
   BATCH_SIZE JOINT_EPOCHS OPTIMIZER LR EMBED_DIM T_EMBED_DIM T_DIVERGENCE TYING EMPTY_MEMORIES \
   RANDOM_NOISE LINEAR_START PRIOR_DOF ESCORT_SAMPLER ANSWER_CLASSES DIVERGENCE_WEIGHT \
-  JOINT_DIVERGENCE_WEIGHT EXTRA
+  JOINT_DIVERGENCE_WEIGHT EXTRA PYTHON
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # shellcheck disable=SC2086
-python -m fairseq_acvi.cli.babi_report --data "$BABI_DATA" ${VARIANT:+--variant "$VARIANT"} --out-dir "$OUT_DIR" \
+"$PYTHON" -m fairseq_acvi.cli.babi_report --data "$BABI_DATA" ${VARIANT:+--variant "$VARIANT"} --out-dir "$OUT_DIR" \
     --tasks "$TASKS" --models "$MODELS" --setups "$SETUPS" --seeds "$SEEDS" --t-seeds "$T_SEEDS" \
     --joint-seeds "$JOINT_SEEDS" \
     --embed-dim "$EMBED_DIM" ${T_EMBED_DIM:+--t-embed-dim "$T_EMBED_DIM"} \

@@ -8,13 +8,12 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import zlib
 
 import pytest
 import sacrebleu
 
-from conftest import REPO
+from conftest import REPO, fast_python
 from fairseq_acvi.cli import attention_grid_report, mt_report
 from fairseq_acvi.mt_eval import seed003_grid as grid
 from fairseq_acvi.mt_eval.seed003_grid_markdown import markdown
@@ -426,7 +425,7 @@ def test_no_grid_runs_is_a_clear_error(tmp_path, capsys):
 
 def _recipe(env_extra, cwd):
     env = {k: v for k, v in os.environ.items() if k not in {"DRY_RUN", "REPORT_DIR", "DATA_BIN", "RUNS"}}
-    env.update({"PYTHON": sys.executable, **env_extra})
+    env.update({"PYTHON": fast_python(), **env_extra})
     return subprocess.run(["bash", str(REPO / "recipes" / "mt_attention_grid.sh")], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 

@@ -334,11 +334,12 @@ def test_recipe_checks_and_passes_answer_classes(tmp_path):
     import subprocess
     import sys
 
-    from conftest import REPO
+    from conftest import REPO, fast_python
     env = dict(os.environ, BABI_DATA=str(hn_folder(tmp_path)), TASKS="1", SETUPS="single",
                MODELS="memn2n", SEEDS="1", EPOCHS="1", OMP_NUM_THREADS="1",
                EXTRA="--batches-per-epoch 2 --attention=",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHON=fast_python())   # babi_report through the tests' fork server
     bad = subprocess.run(["bash", "recipes/babi.sh"], cwd=str(REPO), capture_output=True,
                          text=True, timeout=60, env=dict(env, ANSWER_CLASSES="words"))
     assert bad.returncode == 2 and "ANSWER_CLASSES" in bad.stderr + bad.stdout

@@ -381,13 +381,14 @@ def test_recipe_script_runs_and_passes_its_options(tmp_path, shared_data):
     import subprocess
     import sys
 
-    from conftest import REPO
+    from conftest import REPO, fast_python
     folder = shared_data / "babi" / "tasks_1-20_v1-2" / "en"
     out = tmp_path / "recipe"
     env = dict(os.environ, BABI_DATA=str(folder), OUT_DIR=str(out), TASKS="3", SETUPS="single",
                SEEDS="2", T_SEEDS="1", EPOCHS="2", EMBED_DIM="7", ESCORT_SAMPLER="gamma",
                EXTRA="--batches-per-epoch 3 --attention 3:0", OMP_NUM_THREADS="1",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHON=fast_python())   # babi_report through the tests' fork server
     res = subprocess.run(["bash", "recipes/babi.sh"], cwd=str(REPO), env=env,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -484,7 +485,7 @@ def test_recipe_takes_the_variant(tmp_path):
     import sys
 
     from babi_formats import where_is, write_task
-    from conftest import REPO
+    from conftest import REPO, fast_python
     src = tmp_path / "src" / "tasks_1-20_v1-2"
     write_task(src / "en", 1, where_is(40, lang="en"), where_is(10, lang="en"))
     write_task(src / "hn", 1, where_is(40, lang="roman"), where_is(10, seed=1, lang="roman"))
@@ -492,7 +493,8 @@ def test_recipe_takes_the_variant(tmp_path):
     env = dict(os.environ, VARIANT="hn", BABI_SRC=str(tmp_path / "src"), OUT_DIR=str(out),
                TASKS="1", SETUPS="single", MODELS="memn2n", SEEDS="1", EPOCHS="1",
                EXTRA="--batches-per-epoch 2 --attention=", OMP_NUM_THREADS="1",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHON=fast_python())   # babi_report through the tests' fork server
     env.pop("BABI_DATA", None)
     res = subprocess.run(["bash", "recipes/babi.sh"], cwd=str(REPO), env=env,
                          capture_output=True, text=True, timeout=600)

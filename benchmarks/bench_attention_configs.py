@@ -120,7 +120,7 @@ def main():
             models.update({f"{k} loop": build(d, scorer, a.context_inference, a.dim, a.layers,
                                               o, 0, parallel=False).to(a.device)
                            for k, o in configs(a.heads).items()})
-        opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
+        opts = {k: torch.optim.SGD(m.parameters(), lr=0.0) for k, m in models.items()}
         wps = training_words_per_second(models, opts, b, a.batch * a.len, a.rounds)
         # beam search is step by step whatever the path: the loop rows decode as their configuration
         sps = decoding_sentences_per_second({k: m for k, m in models.items() if " loop" not in k},

@@ -82,7 +82,7 @@ def main(argv=None):
         if n not in NORMALIZERS:
             raise SystemExit(f"--normalizers: unknown {n!r}; choose from {', '.join(NORMALIZERS)}")
     models = {n: build(d, a.context, n, a.dim, a.layers, a.fertility).to(a.device) for n in names}
-    opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.0) for k, m in models.items()}
     b = batch(d, a.batch, a.len, 0, a.src_len, a.device)
     words = a.batch * a.len
     wps = training_words_per_second(models, opts, b, words, a.rounds)

@@ -119,7 +119,7 @@ def main():
                 warmup[f"{v} parallel {mode}"] = 3
     if not pg:
         models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers).to(a.device)
-    opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.0) for k, m in models.items()}
     b = (summ.batch(d, a.batch, a.src_len or a.len, a.len, a.markers, device=a.device) if pg
          else batch(d, a.batch, a.len, 0, a.src_len, a.device))
     wps = training_words_per_second(models, opts, b, a.batch * a.len, a.rounds, warmup)

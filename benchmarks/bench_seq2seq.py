@@ -101,7 +101,7 @@ def main():
     variants = ["soft"] + [v for v in a.variants.split(",") if v and v != "soft"]
     models = {v: ours(d, v, a.dim, a.layers).to(a.device) for v in variants}
     models["fairseq-lstm"] = fairseq_lstm(d, a.dim, a.layers).to(a.device)
-    opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.0) for k, m in models.items()}
     b = batch(d, a.batch, a.len, 0, a.src_len, a.device)
     words = a.batch * a.len
     wps = training_words_per_second(models, opts, b, words, a.rounds)

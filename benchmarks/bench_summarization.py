@@ -75,7 +75,7 @@ def bench_training(d, args):
         torch.manual_seed(0)
         m = build(d, v, device=args.device)
         m.train()
-        models[v] = (m, torch.optim.Adam(m.parameters(), lr=1e-4))
+        models[v] = (m, torch.optim.Adam(m.parameters(), lr=0.0))   # same weights every step
         elbo_train_step(*models[v], *data)                                    # warm-up
     times = {v: [] for v in models}
     for r in range(args.rounds):
@@ -93,7 +93,7 @@ def bench_target_scoring(d, args):
     torch.manual_seed(0)
     m = build(d, "soft", device=args.device)
     m.train()
-    opt = torch.optim.Adam(m.parameters(), lr=1e-4)
+    opt = torch.optim.Adam(m.parameters(), lr=0.0)
     for mode in (True, False):
         elbo_train_step(m, opt, *data, score_target=mode)                      # warm-up
     times = {True: [], False: []}

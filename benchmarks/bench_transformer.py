@@ -77,7 +77,7 @@ def main():
     d = make_dict(a.vocab)
     models = {"fairseq-transformer": fairseq_transformer(d, a), "soft": ours(d, a, "soft"),
               "acvi": ours(d, a, "acvi")}
-    opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in models.items()}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.0) for k, m in models.items()}
     b = batch(d, a.batch, a.len, 0)
     words = a.batch * a.len
     wps = training_words_per_second(models, opts, b, words, a.rounds)

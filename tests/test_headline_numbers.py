@@ -1447,3 +1447,54 @@ def test_subnormals_figures():
     doc.check_prose(rf"the four logged losses\s+are the same in the three logs \(({NN}), ({NN}), …, ({NN}) at update 2,380\)",
                     [losses["kept"][0], losses["kept"][1], losses["kept"][-1]], "late losses", src)
     doc.assert_ok()
+
+
+def test_parallel_decoder_measured_again_with_fixed_weights():
+    """docs/results/parallel_decoder_2026-11-29: the 2026-11-30 re-measurement (weights held fixed),
+    its ratios from the kept benchmark output, on the page and in BENCHMARKS."""
+    page = RESULTS / "parallel_decoder_2026-11-29"
+    raw = (page / "cpu_multi30k_fixed_weights_2026-11-30.txt").read_text(encoding="utf-8")
+    # the ratios as the benchmark printed them (from unrounded words/s)
+    r = {v: dict(zip(("loop+feed", "loop"), re.search(
+        rf"^{v}: parallel / loop\+feed = ({NN}) .* parallel / loop \(same model\) = ({NN})$", raw, re.M).groups()))
+         for v in ("soft", "acvi")}
+    lstm = re.search(rf"^soft: parallel / fairseq-lstm = ({NN})", raw, re.M).group(1)
+    src = "cpu_multi30k_fixed_weights_2026-11-30.txt"
+    doc = Doc(page / "README.md")
+    doc.check_prose(rf"`soft` parallel / loop\+feed \*\*{N}×\*\* \(parallel / loop {N}×\), ACVI "
+                    rf"\*\*{N}×\*\* \({N}×\), parallel `soft` / fairseq's `lstm` {N}×",
+                    [r["soft"]["loop+feed"], r["soft"]["loop"], r["acvi"]["loop+feed"], r["acvi"]["loop"], lstm],
+                    "fixed-weights ratios", src)
+    doc.assert_ok()
+    bench = Doc(REPO / "BENCHMARKS.md")
+    bench.check_prose(rf"could slow a CPU step up to 6×\): `soft` {N}×, ACVI {N}× at the Multi30K preset",
+                      [r["soft"]["loop+feed"], r["acvi"]["loop+feed"]], "BENCHMARKS: fixed weights", src)
+    bench.assert_ok()
+
+
+def test_normalizer_speed_ratios():
+    """docs/results/speed_normalizers_2026-11-30: each ratio of the page's table and of BENCHMARKS,
+    from the two kept benchmark outputs."""
+    page = RESULTS / "speed_normalizers_2026-11-30"
+    order = ("sparsemax", "entmax15", "csoftmax", "csparsemax")
+
+    def ratios(name):
+        text = (page / name).read_text(encoding="utf-8")
+        train, decode = text.split("# decoding:")
+        pick = lambda part: {m.group(1): m.group(2) for m in re.finditer(r"^(\w+)\s+\S+\s+(\d\.\d+)$", part, re.M)}
+        return [f"{float(pick(p)[n]):.2f}×" for p in (train, decode) for n in order]
+
+    big, small = ratios("dim256_vocab8000.txt"), ratios("dim64_vocab1000.txt")
+    src = "the kept outputs of bench_normalizers.py"
+    doc = Doc(page / "README.md")
+    caption = "Words/s (training) and sentences/s (beam 5) relative to softmax"
+    doc.check_row(caption, "dim 256, vocabulary 8,000", dict(zip(range(2, 6), big[:4])), src)
+    doc.check_row(caption, "dim 64, vocabulary 1,000", dict(zip(range(2, 6), small[:4])), src)
+    rows = [r for cap, rows in doc.tables if caption in cap for r in rows if r[1] == "beam search"]
+    assert [r[2:6] for r in rows] == [big[4:], small[4:]]
+    doc.assert_ok()
+    bench = Doc(REPO / "BENCHMARKS.md")
+    bench.check_prose(rf"at dim 256, vocabulary 8,000: sparsemax ({NN}×), 1.5-entmax ({NN}×), csoftmax ({NN}×), "
+                      rf"csparsemax ({NN}×); at `--dim 64 --vocab 1000` ({NN}×) / ({NN}×) / ({NN}×) / ({NN}×) "
+                      rf"\(beam search ({NN}×) / ({NN}×) / ({NN}×) / ({NN}×)\)", big[:4] + small, "normalisers", src)
+    bench.assert_ok()

@@ -1498,3 +1498,27 @@ def test_normalizer_speed_ratios():
                       rf"csparsemax ({NN}×); at `--dim 64 --vocab 1000` ({NN}×) / ({NN}×) / ({NN}×) / ({NN}×) "
                       rf"\(beam search ({NN}×) / ({NN}×) / ({NN}×) / ({NN}×)\)", big[:4] + small, "normalisers", src)
     bench.assert_ok()
+
+
+def test_compiled_step_measured_again_with_fixed_weights():
+    """docs/results/speed_compiled_step_2026-11-29: the 2026-11-30 paragraph's ratios, from the two
+    kept benchmark outputs (as the benchmark printed them; eager PAG / soft from its words/s)."""
+    page = RESULTS / "speed_compiled_step_2026-11-29"
+    raw = {shape: (page / f"cpu_{shape}_fixed_weights_2026-11-30.txt").read_text(encoding="utf-8")
+           for shape in ("char", "multi30k")}
+
+    def compiled(shape, v):
+        return re.search(rf"^{v}: loop\+feed inductor / loop\+feed = ({NN})", raw[shape], re.M).group(1)
+
+    def vs_soft(v):
+        wps = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\w+) loop\+feed\s+(\d+)\s", raw["char"], re.M)}
+        after = re.search(rf"^{v}: .* / soft loop\+feed = ({NN})", raw["char"], re.M).group(1)
+        return [f"{wps[v] / wps['soft']:.2f}", after]
+
+    src = "the kept fixed-weights outputs"
+    doc = Doc(page / "README.md")
+    doc.check_prose(rf"eager step loop: characters `soft` {N}×, ACVI {N}×, PAG \*\*{N}×\*\*, rPAG \*\*{N}×\*\* "
+                    rf"\(PAG {N} → {N} of the eager `soft` loop, rPAG {N} → {N}\); Multi30K `soft` {N}×, ACVI {N}×",
+                    [compiled("char", v) for v in ("soft", "acvi", "pag", "rpag")] + vs_soft("pag") + vs_soft("rpag")
+                    + [compiled("multi30k", v) for v in ("soft", "acvi")], "compiled step, fixed weights", src)
+    doc.assert_ok()

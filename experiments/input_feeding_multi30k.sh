@@ -12,7 +12,11 @@
 # the two models timed side by side on real batches (experiments/input_feeding_budget.py, its
 # record kept as budget.json in the folder; a wall-clock budget would depend on how busy the
 # machine was during each run). Both decode
-# valid, test2016 and test2017 with the recipe (beam 10, BLEU and sacreBLEU). Resumable: the same
+# valid, test2016 and test2017 with the recipe (beam 10, BLEU and sacreBLEU). Stage 3, the control
+# (CONTROL=0 skips it): the stage-1 model trained on from its 20-epoch checkpoint to stage 2's update
+# budget (folder <context>-feedsameupd_seed<N>: the same updates as the no-feed run, more time), and
+# decoded alike, so that the page can tell a gain of the decoder from one of the extra updates.
+# Resumable: the same
 # command continues from checkpoint_last.pt. SEEDS (default 1), RUNS (default runs/multi30k).
 # About 2.5-3 h per training on a quiet core, two trainings per context and seed.
 # The page: python experiments/input_feeding_report.py --runs $RUNS/en_de --refs-dir
@@ -38,4 +42,15 @@ for SEED in $SEEDS; do
   echo "[experiment] $CONTEXT seed $SEED: budget $budget updates (the input-feeding model's 20 epochs)"
   SEEDS="$SEED" CONTEXT="$CONTEXT" TAG=nofeed MAX_EPOCH=1000 bash recipes/mt_multi30k.sh \
     --input-feeding 0 --max-update "$budget"
+  if [[ "${CONTROL:-1}" == "1" ]]; then
+    control_dir="$RUNS/en_de/${CONTEXT}-feedsameupd_seed$SEED"
+    if [[ ! -f "$control_dir/checkpoint_last.pt" ]]; then      # starts from stage 1's last checkpoint
+      mkdir -p "$control_dir"
+      cp "$RUNS/en_de/${CONTEXT}_seed$SEED/checkpoint_last.pt" "$RUNS/en_de/${CONTEXT}_seed$SEED/checkpoint_best.pt" \
+        "$control_dir/"
+    fi
+    echo "[experiment] $CONTEXT seed $SEED: the control, input feeding to $budget updates"
+    SEEDS="$SEED" CONTEXT="$CONTEXT" TAG=feedsameupd MAX_EPOCH=1000 bash recipes/mt_multi30k.sh \
+      --max-update "$budget"
+  fi
 done

@@ -9,7 +9,12 @@ BLEU of valid / test2016 / test2017 as their ``bleu_<split>.json`` record it) an
 no-feed − feed difference of tokenised BLEU with its paired bootstrap interval over sentences
 (:mod:`fairseq_acvi.mt_eval.paired_decodes`, from the runs' ``gen_<split>.txt``; a decode whose
 recomputed BLEU is not its recorded one is an error). A pair with a missing or unfinished run is
-listed as waiting. Writes ``input_feeding.md`` and ``input_feeding.json`` to ``--out-dir``.
+listed as waiting. Where the control ``<context>-feedsameupd_seed<N>`` has finished (the
+input-feeding run trained on from its 20 epochs to the no-feed run's updates: the same updates,
+more time; stage 3 of experiments/input_feeding_multi30k.sh), it gets a row and its own
+no-feed − control differences, which separate what dropping input feeding gains from what the
+extra updates give.
+Writes ``input_feeding.md`` and ``input_feeding.json`` to ``--out-dir``.
 
     python experiments/input_feeding_report.py --runs runs/multi30k/en_de \\
         --refs-dir data-bin/multi30k_en_de/raw --out-dir docs/results/input_feeding_multi30k_DATE
@@ -30,6 +35,8 @@ from fairseq_acvi.mt_eval.paired_decodes import Decodes, paired_interval  # noqa
 from fairseq_acvi.mt_eval.runs import SPLITS, read_run  # noqa: E402
 
 CONTEXTS = ("soft", "acvi")
+#: the tag of the control run: input feeding, trained to the no-feed run's updates
+CONTROL_TAG = "feedsameupd"
 
 
 def _updates(run: dict) -> Optional[int]:
@@ -55,6 +62,14 @@ def _finished(run_dir: str) -> bool:
     return all(os.path.isfile(os.path.join(run_dir, f"bleu_{s}.json")) for s in SPLITS)
 
 
+def _paired(decodes: Decodes, base: dict, other: dict) -> dict:
+    """{split: other − base of tokenised BLEU with its paired bootstrap interval}."""
+    keep = ("delta", "low", "high", "p_other_better", "level", "n_resamples")
+    return {split: {k: v for k, v in paired_interval(decodes.statistics(base, split),
+                                                      decodes.statistics(other, split)).items() if k in keep}
+            for split in SPLITS}
+
+
 def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de") -> dict:
     """``{"pairs": [...], "waiting": [...]}``: one entry per context and seed whose two runs are
     finished (rows, budget, paired differences per split), the others listed as waiting."""
@@ -78,12 +93,12 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de")
             entry = {"context": context, "seed": seed, "feed": _row(feed), "nofeed": _row(nofeed),
                      "budget": {k: budget.get(k) for k in ("ratio", "budget_updates",
                                                            "feed_updates", "batches_timed")},
-                     "paired": {}}
-            for split in SPLITS:
-                entry["paired"][split] = {
-                    k: v for k, v in paired_interval(decodes.statistics(feed, split),
-                                                     decodes.statistics(nofeed, split)).items()
-                    if k in ("delta", "low", "high", "p_other_better", "level", "n_resamples")}
+                     "paired": _paired(decodes, feed, nofeed)}
+            control_dir = os.path.join(runs_dir, f"{context}-{CONTROL_TAG}_seed{seed}")
+            if _finished(control_dir):
+                control = read_run(control_dir)
+                entry["control"] = _row(control)
+                entry["paired_control"] = _paired(decodes, control, nofeed)
             out["pairs"].append(entry)
     bad = decodes.mismatches()
     if bad:
@@ -107,7 +122,10 @@ def markdown(table: dict) -> str:
         lines += ["| context | seed | decoder | updates | epochs | best epoch | valid ppl | valid BLEU "
                   "| test2016 | test2017 |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for e in table["pairs"]:
-            for name, key in (("input feeding", "feed"), ("no input feeding, parallel path", "nofeed")):
+            for name, key in (("input feeding", "feed"), ("no input feeding, parallel path", "nofeed"),
+                              ("input feeding to the no-feed updates (control)", "control")):
+                if key not in e:
+                    continue
                 r = e[key]
                 lines.append(f"| {e['context']} | {e['seed']} | {name} | {_f(r['updates'], '{:d}')} | "
                              f"{_f(r['epochs'], '{:.0f}')} | {_f(r['best_epoch'], '{:.0f}')} | "
@@ -122,6 +140,17 @@ def markdown(table: dict) -> str:
                      for p in (e["paired"][s] for s in SPLITS)]
             lines.append(f"| {e['context']} | {e['seed']} | {_f(b['ratio'], '{:.3f}')} | "
                          f"{_f(b['budget_updates'], '{:d}')} | " + " | ".join(cells) + " |")
+    controls = [e for e in table["pairs"] if "control" in e]
+    if controls:
+        lines += ["", "The control: the input-feeding model trained on to the no-feed model's updates "
+                  "(the same updates, more time). No-feed − control:", "",
+                  "| context | seed | updates | " + " | ".join(f"Δ {s} [95 %]" for s in SPLITS) + " |",
+                  "|---|---|---:|" + "---|" * len(SPLITS)]
+        for e in controls:
+            cells = [f"{p['delta']:+.2f} [{p['low']:+.2f}, {p['high']:+.2f}]"
+                     for p in (e["paired_control"][s] for s in SPLITS)]
+            lines.append(f"| {e['context']} | {e['seed']} | {_f(e['control']['updates'], '{:d}')} | "
+                         + " | ".join(cells) + " |")
     for w in table["waiting"]:
         lines += ["", f"Waiting: {w['context']} seed {w['seed']} ({', '.join(w['unfinished'])} "
                   "not finished)."]
@@ -130,7 +159,7 @@ def markdown(table: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", required=True, help="the folder of <context>[-nofeed]_seed<N> runs")
+    p.add_argument("--runs", required=True, help="the folder of <context>[-nofeed|-feedsameupd]_seed<N> runs")
     p.add_argument("--refs-dir", required=True, help="the data-bin's raw/ (references)")
     p.add_argument("--seeds", default="1")
     p.add_argument("--out-dir", required=True)

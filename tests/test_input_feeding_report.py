@@ -91,3 +91,26 @@ def test_a_missing_budget_is_named(runs, capsys):
     assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
                    "--out-dir", str(runs["tmp"] / "page")]) == 2
     assert "soft-nofeed_seed1/budget.json: cannot be read" in capsys.readouterr().err
+
+
+def test_the_control_with_the_no_feed_updates_gets_its_row_and_differences(runs):
+    """A finished <context>-feedsameupd_seed<N> (input feeding trained on to the no-feed run's
+    updates) is shown beside the pair with no-feed − control per split; without one, neither."""
+    _run(runs["root"], "soft-feedsameupd_seed1", "soft", "feedsameupd", runs["ref_lines"], 0.10, 1, 2644)
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(runs["tmp"] / "page")]) == 0
+    (pair,) = json.loads((runs["tmp"] / "page" / "input_feeding.json").read_text())["pairs"]
+    assert pair["control"]["updates"] == 2644
+    for split in SPLITS:
+        p = pair["paired_control"][split]
+        true = pair["nofeed"]["bleu"][split] - pair["control"]["bleu"][split]
+        assert p["delta"] == pytest.approx(true, abs=0.011)
+        assert p["low"] < p["delta"] < p["high"] < 0                      # 0.15 vs 0.10 corrupted
+    page = (runs["tmp"] / "page" / "input_feeding.md").read_text()
+    assert "| soft | 1 | input feeding to the no-feed updates (control) | 2644 |" in page
+    assert "No-feed − control:" in page and "\n| soft | 1 | 2644 | " in page
+    (runs["root"] / "soft-feedsameupd_seed1" / "bleu_test2017.json").unlink()     # not finished
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(runs["tmp"] / "page")]) == 0
+    (pair,) = json.loads((runs["tmp"] / "page" / "input_feeding.json").read_text())["pairs"]
+    assert "control" not in pair and "(control)" not in (runs["tmp"] / "page" / "input_feeding.md").read_text()

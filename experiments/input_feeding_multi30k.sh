@@ -40,7 +40,7 @@ for SEED in $SEEDS; do
   budget=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["budget_updates"])' \
     "$nofeed_dir/budget.json")
   echo "[experiment] $CONTEXT seed $SEED: budget $budget updates (the input-feeding model's 20 epochs)"
-  SEEDS="$SEED" CONTEXT="$CONTEXT" TAG=nofeed MAX_EPOCH=1000 bash recipes/mt_multi30k.sh \
+  SEEDS="$SEED" CONTEXT="$CONTEXT" TAG=nofeed MAX_EPOCH=1000 SKIP_DONE=1 bash recipes/mt_multi30k.sh \
     --input-feeding 0 --max-update "$budget"
   if [[ "${CONTROL:-1}" == "1" ]]; then
     control_dir="$RUNS/en_de/${CONTEXT}-feedsameupd_seed$SEED"
@@ -50,7 +50,7 @@ for SEED in $SEEDS; do
         "$control_dir/"
     fi
     echo "[experiment] $CONTEXT seed $SEED: the control, input feeding to $budget updates"
-    SEEDS="$SEED" CONTEXT="$CONTEXT" TAG=feedsameupd MAX_EPOCH=1000 bash recipes/mt_multi30k.sh \
+    SEEDS="$SEED" CONTEXT="$CONTEXT" TAG=feedsameupd MAX_EPOCH=1000 SKIP_DONE=1 bash recipes/mt_multi30k.sh \
       --max-update "$budget"
   fi
 done

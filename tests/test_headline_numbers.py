@@ -1521,4 +1521,11 @@ def test_compiled_step_measured_again_with_fixed_weights():
                     rf"\(PAG {N} → {N} of the eager `soft` loop, rPAG {N} → {N}\); Multi30K `soft` {N}×, ACVI {N}×",
                     [compiled("char", v) for v in ("soft", "acvi", "pag", "rpag")] + vs_soft("pag") + vs_soft("rpag")
                     + [compiled("multi30k", v) for v in ("soft", "acvi")], "compiled step, fixed weights", src)
+    pag_first = [r for cap, rows in doc.tables if "compiled / eager step loop" in " ".join(rows[0])
+                 for r in rows if len(r) > 2 and r[1] == "PAG"]
     doc.assert_ok()
+    both = sorted([float(compiled("char", "pag")), float(norm(pag_first[0][2]).rstrip("×"))])
+    guide = Doc(REPO / "docs" / "guide.md")
+    guide.check_prose(rf"fused\) and PAG {N}-{N}× \(two measurements\)", [f"{x:.2f}" for x in both],
+                      "guide: PAG compiled on the CPU", src + " and the 2026-11-29 table")
+    guide.assert_ok()

@@ -1413,9 +1413,14 @@ def test_subnormals_figures():
     ratio, on the page, in BENCHMARKS and in the guide; both runs logged the same losses."""
     from fairseq_acvi.mt_eval.logs import log_lines
     page = RESULTS / "subnormals_2026-11-30"
-    logs = {mode: [json.loads(line.split("| train_inner | ", 1)[1])
-                   for line in log_lines(page / f"train_{mode}.log.gz") if "| train_inner | " in line]
-            for mode in ("kept", "flushed")}
+
+    def train_inner(name):
+        """(the lines of the kept log ``name``, its train_inner records)."""
+        lines = list(log_lines(page / name))
+        return lines, [json.loads(line.split("| train_inner | ", 1)[1])
+                       for line in lines if "| train_inner | " in line]
+
+    logs = {mode: train_inner(f"train_{mode}.log.gz")[1] for mode in ("kept", "flushed")}
     assert [r["loss"] for r in logs["kept"]] == [r["loss"] for r in logs["flushed"]]
     wps = {m: [float(r["wps"]) for r in rows] for m, rows in logs.items()}
     med = {m: statistics.median(v) for m, v in wps.items()}
@@ -1439,11 +1444,10 @@ def test_subnormals_figures():
     guide.assert_ok()
     # late in training: kept, flushed and flushed-and-resumed logged the same losses, and the
     # resumed run loaded its own checkpoint inside the epoch
-    late = {mode: list(log_lines(page / f"late_{mode}.log.gz")) for mode in ("kept", "flushed", "flushed_resumed")}
-    losses = {mode: [json.loads(line.split("| train_inner | ", 1)[1])["loss"]
-                     for line in lines if "| train_inner | " in line] for mode, lines in late.items()}
+    late = {mode: train_inner(f"late_{mode}.log.gz") for mode in ("kept", "flushed", "flushed_resumed")}
+    losses = {mode: [r["loss"] for r in records] for mode, (_, records) in late.items()}
     assert len(losses["kept"]) == 4 and losses["kept"] == losses["flushed"] == losses["flushed_resumed"]
-    assert any("(epoch 21 @ 2360 updates)" in line for line in late["flushed_resumed"])
+    assert any("(epoch 21 @ 2360 updates)" in line for line in late["flushed_resumed"][0])
     doc.check_prose(rf"the four logged losses\s+are the same in the three logs \(({NN}), ({NN}), …, ({NN}) at update 2,380\)",
                     [losses["kept"][0], losses["kept"][1], losses["kept"][-1]], "late losses", src)
     doc.assert_ok()
@@ -1510,10 +1514,11 @@ def test_compiled_step_measured_again_with_fixed_weights():
     def compiled(shape, v):
         return re.search(rf"^{v}: loop\+feed inductor / loop\+feed = ({NN})", raw[shape], re.M).group(1)
 
+    wps = _speed_table(page / "cpu_char_fixed_weights_2026-11-30.txt")
+
     def vs_soft(v):
-        wps = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\w+) loop\+feed\s+(\d+)\s", raw["char"], re.M)}
         after = re.search(rf"^{v}: .* / soft loop\+feed = ({NN})", raw["char"], re.M).group(1)
-        return [f"{wps[v] / wps['soft']:.2f}", after]
+        return [f"{wps[f'{v} loop+feed'] / wps['soft loop+feed']:.2f}", after]
 
     src = "the kept fixed-weights outputs"
     doc = Doc(page / "README.md")

@@ -20,7 +20,8 @@
 # command continues from checkpoint_last.pt. SEEDS (default 1), RUNS (default runs/multi30k).
 # About 2.5-3 h per training on a quiet core, two trainings per context and seed.
 # The page: python experiments/input_feeding_report.py --runs $RUNS/en_de --refs-dir
-#   data-bin/multi30k_en_de/raw --out-dir docs/results/<experiment>_<date> (BLEU, paired intervals).
+#   data-bin/multi30k_en_de/raw --keep-outputs --out-dir docs/results/<experiment>_<date> (BLEU,
+#   paired intervals, the runs' hypotheses kept).
 set -euo pipefail
 CONTEXT="${1:?usage: input_feeding_multi30k.sh soft|acvi}"
 [[ "$CONTEXT" == soft || "$CONTEXT" == acvi ]] || { echo "error: context must be soft or acvi" >&2; exit 2; }

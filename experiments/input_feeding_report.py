@@ -14,14 +14,20 @@ input-feeding run trained on from its 20 epochs to the no-feed run's updates: th
 more time; stage 3 of experiments/input_feeding_multi30k.sh), it gets a row and its own
 no-feed − control differences, which separate what dropping input feeding gains from what the
 extra updates give.
-Writes ``input_feeding.md`` and ``input_feeding.json`` to ``--out-dir``.
+Writes ``input_feeding.md`` and ``input_feeding.json`` to ``--out-dir``; with ``--keep-outputs``
+also every run's hypotheses, scores and log lines under ``OUT/outputs/en_de/<run>/``
+(:func:`fairseq_acvi.mt_eval.keep_outputs`, and the no-feed run's ``budget.json``): that folder is
+itself a ``--runs`` folder, so the page can be made again, and every BLEU on it scored again,
+from the repository alone.
 
     python experiments/input_feeding_report.py --runs runs/multi30k/en_de \\
-        --refs-dir data-bin/multi30k_en_de/raw --out-dir docs/results/input_feeding_multi30k_DATE
+        --refs-dir data-bin/multi30k_en_de/raw --keep-outputs \\
+        --out-dir docs/results/input_feeding_multi30k_DATE
 """
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -30,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fairseq_acvi.data.json_numbers import read_json  # noqa: E402
+from fairseq_acvi.mt_eval.kept_outputs import keep_outputs, run_output_dir  # noqa: E402
 from fairseq_acvi.mt_eval.logs import ReportError, parse_train_log  # noqa: E402
 from fairseq_acvi.mt_eval.paired_decodes import Decodes, paired_interval  # noqa: E402
 from fairseq_acvi.mt_eval.runs import SPLITS, read_run  # noqa: E402
@@ -42,6 +49,8 @@ CONTROL_TAG = "feedsameupd"
 def _updates(run: dict) -> Optional[int]:
     """Updates at the run's last validation (its train.log), or None."""
     log = os.path.join(run["dir"], "train.log")
+    if not os.path.isfile(log):
+        log += ".gz"                       # a page's kept copy (--keep-outputs)
     if not os.path.isfile(log):
         return None
     valid = parse_train_log(log)["valid"]
@@ -71,10 +80,11 @@ def _paired(decodes: Decodes, base: dict, other: dict) -> dict:
 
 
 def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de") -> dict:
-    """``{"pairs": [...], "waiting": [...]}``: one entry per context and seed whose two runs are
-    finished (rows, budget, paired differences per split), the others listed as waiting."""
+    """``{"pairs": [...], "waiting": [...], "runs": [...]}``: one entry per context and seed whose
+    two runs are finished (rows, budget, paired differences per split), the others listed as
+    waiting; ``runs``: the run records (:func:`read_run`) the pairs were made from."""
     decodes = Decodes(refs_dir, pair)
-    out = {"runs_dir": os.path.relpath(runs_dir), "pairs": [], "waiting": []}
+    out = {"runs_dir": os.path.relpath(runs_dir), "pairs": [], "waiting": [], "runs": []}
     for context in CONTEXTS:
         for seed in seeds:
             feed_dir = os.path.join(runs_dir, f"{context}_seed{seed}")
@@ -85,6 +95,7 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de")
                                        "unfinished": [os.path.relpath(d) for d in missing]})
                 continue
             feed, nofeed = read_run(feed_dir), read_run(nofeed_dir)
+            out["runs"] += [feed, nofeed]
             budget_path = os.path.join(nofeed_dir, "budget.json")
             try:
                 budget = read_json(budget_path, "experiments/input_feeding_budget.py writes it")
@@ -97,6 +108,7 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de")
             control_dir = os.path.join(runs_dir, f"{context}-{CONTROL_TAG}_seed{seed}")
             if _finished(control_dir):
                 control = read_run(control_dir)
+                out["runs"].append(control)
                 entry["control"] = _row(control)
                 entry["paired_control"] = _paired(decodes, control, nofeed)
             out["pairs"].append(entry)
@@ -157,15 +169,30 @@ def markdown(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _keep(runs: List[dict], out_dir: str) -> None:
+    """The runs' outputs under ``OUT/outputs/<pair>/<run>/`` with each ``budget.json``."""
+    for run in runs:
+        keep_outputs([run], out_dir)
+        budget = os.path.join(run["dir"], "budget.json")
+        dest = os.path.join(run_output_dir(out_dir, run), "budget.json")
+        if os.path.isfile(budget) and os.path.realpath(budget) != os.path.realpath(dest):
+            shutil.copyfile(budget, dest)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", required=True, help="the folder of <context>[-nofeed|-feedsameupd]_seed<N> runs")
     p.add_argument("--refs-dir", required=True, help="the data-bin's raw/ (references)")
     p.add_argument("--seeds", default="1")
     p.add_argument("--out-dir", required=True)
+    p.add_argument("--keep-outputs", action="store_true",
+                   help="keep every run's hypotheses, scores and log lines under OUT/outputs/")
     a = p.parse_args(argv)
     try:
         table = collect(a.runs, a.refs_dir, [int(s) for s in a.seeds.split(",") if s])
+        runs = table.pop("runs")
+        if a.keep_outputs:
+            _keep(runs, a.out_dir)
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1453,26 +1453,50 @@ def test_subnormals_figures():
     doc.assert_ok()
 
 
-def test_parallel_decoder_measured_again_with_fixed_weights():
-    """docs/results/parallel_decoder_2026-11-29: the 2026-11-30 re-measurement (weights held fixed),
-    its ratios from the kept benchmark output, on the page and in BENCHMARKS."""
-    page = RESULTS / "parallel_decoder_2026-11-29"
-    raw = (page / "cpu_multi30k_fixed_weights_2026-11-30.txt").read_text(encoding="utf-8")
-    # the ratios as the benchmark printed them (from unrounded words/s)
+def _parallel_ratios(path):
+    """{variant: {"loop+feed", "loop"}} and parallel soft / fairseq-lstm (None without it), as
+    bench_parallel_decoder.py printed them (from unrounded words/s)."""
+    raw = path.read_text(encoding="utf-8")
     r = {v: dict(zip(("loop+feed", "loop"), re.search(
         rf"^{v}: parallel / loop\+feed = ({NN}) .* parallel / loop \(same model\) = ({NN})$", raw, re.M).groups()))
          for v in ("soft", "acvi")}
-    lstm = re.search(rf"^soft: parallel / fairseq-lstm = ({NN})", raw, re.M).group(1)
+    lstm = re.search(rf"^soft: parallel / fairseq-lstm = ({NN})", raw, re.M)
+    return r, lstm.group(1) if lstm else None
+
+
+def test_parallel_decoder_measured_again_with_fixed_weights():
+    """docs/results/parallel_decoder_2026-11-29: the 2026-11-30 re-measurement (weights held fixed)
+    at the four shapes, its ratios from the kept benchmark outputs, on the page and in BENCHMARKS."""
+    page = RESULTS / "parallel_decoder_2026-11-29"
     src = "cpu_multi30k_fixed_weights_2026-11-30.txt"
+    r, lstm = _parallel_ratios(page / src)
     doc = Doc(page / "README.md")
+    bench = Doc(REPO / "BENCHMARKS.md")
     doc.check_prose(rf"`soft` parallel / loop\+feed \*\*{N}×\*\* \(parallel / loop {N}×\), ACVI "
                     rf"\*\*{N}×\*\* \({N}×\), parallel `soft` / fairseq's `lstm` {N}×",
                     [r["soft"]["loop+feed"], r["soft"]["loop"], r["acvi"]["loop+feed"], r["acvi"]["loop"], lstm],
                     "fixed-weights ratios", src)
+    others = {}
+    for shape, label in (("word2", "word targets, 2 layers"), ("char", "Multi30K character targets"),
+                         ("cnndm", "CNN/DM pointer-generator")):
+        name = f"cpu_{shape}_fixed_weights_2026-11-30.txt"
+        others[shape], shape_lstm = _parallel_ratios(page / name)
+        o = others[shape]
+        doc.check_row("The other three shapes, measured again", label,
+                      {1: f"{o['soft']['loop+feed']}×", 2: f"{o['soft']['loop']}×",
+                       3: f"{o['acvi']['loop+feed']}×", 4: f"{o['acvi']['loop']}×"}, name)
+        if shape_lstm is not None:
+            others[shape]["lstm"] = shape_lstm
+    doc.check_prose(rf"Parallel `soft` / fairseq's `lstm`: {N}× at the 2-layer word shape, {N}× at characters",
+                    [others["word2"]["lstm"], others["char"]["lstm"]], "fixed weights against lstm",
+                    "cpu_{word2,char}_fixed_weights_2026-11-30.txt")
     doc.assert_ok()
-    bench = Doc(REPO / "BENCHMARKS.md")
-    bench.check_prose(rf"could slow a CPU step up to 6×\): `soft` {N}×, ACVI {N}× at the Multi30K preset",
-                      [r["soft"]["loop+feed"], r["acvi"]["loop+feed"]], "BENCHMARKS: fixed weights", src)
+    bench.check_prose(rf"could slow a CPU step up to 6×\): `soft` {N}×, ACVI {N}× at the Multi30K preset; "
+                      rf"{N}× and {N}× at 2-layer word targets, {N}× and {N}× at character targets, {N}× "
+                      rf"and {N}× on CNN/DM",
+                      [r["soft"]["loop+feed"], r["acvi"]["loop+feed"]]
+                      + [others[s][v]["loop+feed"] for s in ("word2", "char", "cnndm") for v in ("soft", "acvi")],
+                      "BENCHMARKS: fixed weights", "cpu_*_fixed_weights_2026-11-30.txt")
     bench.assert_ok()
 
 
@@ -1534,3 +1558,53 @@ def test_compiled_step_measured_again_with_fixed_weights():
     guide.check_prose(rf"fused\) and PAG {N}-{N}× \(two measurements\)", [f"{x:.2f}" for x in both],
                       "guide: PAG compiled on the CPU", src + " and the 2026-11-29 table")
     guide.assert_ok()
+
+
+def test_input_feeding_page_figures():
+    """docs/results/input_feeding_multi30k_2026-11-30: the page's tables and figures from the
+    report's input_feeding.json (itself made from the kept outputs beside it)."""
+    page = RESULTS / "input_feeding_multi30k_2026-11-30"
+    src = "input_feeding_multi30k_2026-11-30/input_feeding.json"
+    table = json.loads((page / "input_feeding.json").read_text(encoding="utf-8"))
+    doc = Doc(page / "README.md")
+    names = {"feed": "input feeding", "nofeed": "no input feeding, parallel path",
+             "control": "input feeding to the no-feed updates (control)"}
+    splits = ("valid", "test2016", "test2017")
+    for e in table["pairs"]:
+        head = f"{e['context']} | {e['seed']} |"
+        rows = {norm(" | ".join(r)) for cap, rs in doc.tables if "best epoch" in " ".join(rs[0])
+                for r in rs[1:]}
+        for key, name in names.items():
+            r = e[key]
+            want = (f"{head} {name} | {r['updates']} | {r['epochs']:.0f} | {r['best_epoch']:.0f} | "
+                    f"{f2(r['valid_ppl'])} | " + " | ".join(f2(r["bleu"][s]) for s in splits))
+            if norm(want) not in rows:
+                doc.fail(f"{e['context']} {name} row", f"not on the page; {src} gives {want!r}")
+        for caption, paired, lead in (("same training time", e["paired"],
+                                       f"{e['budget']['ratio']:.3f} | {e['budget']['budget_updates']}"),
+                                      ("same updates", e["paired_control"], str(e["control"]["updates"]))):
+            cells = doc.row(caption, e["context"], src)
+            want = [e["context"], str(e["seed"])] + lead.split(" | ") + [_interval(paired[s]) for s in splits]
+            if cells is not None and [norm(c) for c in cells] != [norm(w) for w in want]:
+                doc.fail(f"{e['context']} differences at the {caption}", f"reads {cells}, {src} gives {want}")
+    doc.assert_ok()
+    (soft,) = [e for e in table["pairs"] if e["context"] == "soft"]
+    d, c = soft["paired"], soft["paired_control"]
+    for doc in (Doc(page / "README.md"), Doc(OVERVIEW)):
+        _check_input_feeding_prose(doc, soft, src)
+    assert all(p["low"] > 0 for p in d.values()) and c["test2016"]["low"] < 0 < c["test2016"]["high"]
+
+
+def _check_input_feeding_prose(doc, soft, src):
+    """The page's and the overview's two sentences: the gain at the same time, and the control."""
+    splits = ("valid", "test2016", "test2017")
+    d, c = soft["paired"], soft["paired_control"]
+    doc.check_prose(rf"scored \*\*{N} BLEU on test2016 \[{N}, {N}\]\*\* and {N} on test2017 above the "
+                    rf"preset with input feeding, and {N} on validation",
+                    [signed(d["test2016"]["delta"]), signed(d["test2016"]["low"]), signed(d["test2016"]["high"]),
+                     signed(d["test2017"]["delta"]), signed(d["valid"]["delta"])], "gain at the same time", src)
+    doc.check_prose(rf"trained to the same ([\d,]+) updates it scored {N} / {N} / {N}, and the model without "
+                    rf"input feeding is level with it: {N} \[{N}, {N}\] on test2016",
+                    [f"{soft['control']['updates']:,}"] + [f2(soft["control"]["bleu"][s]) for s in splits]
+                    + [signed(c["test2016"][k]) for k in ("delta", "low", "high")], "control", src)
+    doc.assert_ok()

@@ -114,3 +114,31 @@ def test_the_control_with_the_no_feed_updates_gets_its_row_and_differences(runs)
                    "--out-dir", str(runs["tmp"] / "page")]) == 0
     (pair,) = json.loads((runs["tmp"] / "page" / "input_feeding.json").read_text())["pairs"]
     assert "control" not in pair and "(control)" not in (runs["tmp"] / "page" / "input_feeding.md").read_text()
+
+
+def test_the_kept_outputs_make_the_same_page_again(runs, capsys):
+    """--keep-outputs keeps every run's hypotheses, scores, log lines and budget under
+    OUT/outputs/en_de/; given as --runs, that folder alone gives the same tables again."""
+    _run(runs["root"], "soft-feedsameupd_seed1", "soft", "feedsameupd", runs["ref_lines"], 0.10, 1, 2644)
+    page = runs["tmp"] / "page"
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(page), "--keep-outputs"]) == 0
+    kept = page / "outputs" / "en_de"
+    assert sorted(p.name for p in kept.iterdir()) == ["soft-feedsameupd_seed1", "soft-nofeed_seed1",
+                                                       "soft_seed1"]          # acvi waits: not kept
+    assert (kept / "soft-nofeed_seed1" / "budget.json").is_file()
+    assert (kept / "soft_seed1" / "gen_test2016.txt.gz").is_file()
+    assert not (kept / "soft_seed1" / "gen_test2016.txt").exists()
+    again = runs["tmp"] / "again"
+    assert R.main(["--runs", str(kept), "--refs-dir", str(runs["refs"]), "--out-dir", str(again)]) == 0
+    first, second = (json.loads((d / "input_feeding.json").read_text()) for d in (page, again))
+    for table in (first, second):
+        for pair in table["pairs"]:
+            for key in ("feed", "nofeed", "control"):
+                pair[key].pop("dir")
+    assert second["pairs"] == first["pairs"] and second["pairs"][0]["control"]["updates"] == 2644
+    assert [(w["context"], w["seed"]) for w in second["waiting"]] == [("acvi", 1)]
+    (runs["root"] / "soft_seed1" / "gen_valid.txt").unlink()                 # a BLEU without its decode
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(runs["tmp"] / "page3"), "--keep-outputs"]) == 2
+    assert "soft_seed1/gen_valid.txt" in capsys.readouterr().err

@@ -2,10 +2,11 @@
 test captions of the MSR-VTT captioning page (docs/results/captioning_msrvtt_2026-11-28/captions/),
 scored again against the references rebuilt from the real data, give the CIDEr on the page; the
 kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval, and so do
-seed 003's grid's (ACVI against its control); the uncertainty study's kept decodes and token
-arrays give its seed-1 measures; and
+seed 003's grid's (ACVI against its control); the input-feeding page is made again from its kept
+runs; the uncertainty study's kept decodes and token arrays give its seed-1 measures; and
 ``mt_report --keep-outputs`` keeps exactly what re-scoring needs."""
 import gzip
+import importlib.util
 import json
 import re
 import sys
@@ -90,6 +91,36 @@ def test_kept_grid_translations_rescore_to_the_acvi_control_interval_on_their_pa
     page = (GRID_PAGE / "README.md").read_text(encoding="utf-8")
     listing = re.search(r"paired against the control's \(bootstrap, 95 %\): (.*)$", page, re.M)
     assert listing and listing.group(1).startswith(interval + ","), (interval, listing)
+
+
+IF_PAGE = REPO / "docs" / "results" / "input_feeding_multi30k_2026-11-30"
+
+
+def test_the_input_feeding_page_is_made_again_from_its_kept_outputs(shared_data, tmp_path):
+    """experiments/input_feeding_report.py given the page's kept outputs as its runs: every decode
+    scores its recorded BLEU (the report refuses one that does not) and the tables, paired
+    intervals included, are the page's."""
+    tok = shared_data / "multi30k" / "tok"
+    refs = tmp_path / "raw"
+    refs.mkdir()
+    for split, name in (("valid", "val"), ("test2016", "test_2016_flickr"), ("test2017", "test_2017_flickr")):
+        src = tok / f"{name}.lc.norm.tok.de"
+        if not src.is_file():
+            pytest.skip(f"{src} is missing")
+        (refs / f"{split}.de").symlink_to(src)
+    spec = importlib.util.spec_from_file_location("input_feeding_report",
+                                                  REPO / "experiments" / "input_feeding_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    assert report.main(["--runs", str(IF_PAGE / "outputs" / "en_de"), "--refs-dir", str(refs),
+                        "--out-dir", str(tmp_path / "again")]) == 0
+    got, page = (json.loads((d / "input_feeding.json").read_text(encoding="utf-8"))
+                 for d in (tmp_path / "again", IF_PAGE))
+    for table in (got, page):
+        for pair in table["pairs"]:
+            for key in ("feed", "nofeed", "control"):
+                pair.get(key, {}).pop("dir", None)
+    assert got["pairs"] == page["pairs"] and len(page["pairs"]) >= 1
 
 
 UNC_PAGE = REPO / "docs" / "results" / "uncertainty_study_2026-11-29"

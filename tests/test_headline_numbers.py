@@ -1614,3 +1614,85 @@ def _check_input_feeding_prose(doc, soft, src):
                     [f"{soft['control']['updates']:,}"] + [f2(soft["control"]["bleu"][s]) for s in splits]
                     + [signed(c["test2016"][k]) for k in ("delta", "low", "high")], "control", src)
     doc.assert_ok()
+
+
+def _fixed_weights_figures(page):
+    """The figures of docs/results/speed_cpu_fixed_weights_2026-11-30 from its raw outputs, as the
+    benchmarks printed them (ranges over the four scorers from the configurations' tables)."""
+    raw = {p.stem: p.read_text(encoding="utf-8") for p in page.glob("*.txt")}
+    one = lambda name, pattern: re.search(pattern, raw[name], re.M).group(1)
+    seq = {v: one("seq2seq", rf"^{v}\s+\d+\s+({NN})$") for v in ("acvi", "structured", "variational")}
+    seq["lstm"] = one("seq2seq", rf"^soft / fairseq-lstm = ({NN})")
+    seq["decode"] = one("seq2seq", rf"K=10 / K=1 = ({NN})")
+    pag = {v: one("pag_char", rf"^{v}\s+\d+\s+({NN})$") for v in ("pag", "rpag")}
+    summ = {"train": one("summarization", rf"acvi/soft = ({NN})"), "decode": one("summarization", rf"K10/K1 = ({NN})")}
+    cap = {"train": one("captioning", rf"acvi / soft training = ({NN})"), "decode": one("captioning", rf"K=10 / K=1 = ({NN})")}
+    trf = {k: [one(f"transformer_run{i}", pat) for i in (1, 2)]
+           for k, pat in (("train", rf"acvi / fairseq-transformer = ({NN})"), ("decode", rf"K=10 / K=1 = ({NN})"))}
+
+    def configs(name):
+        rows = {}
+        for m in re.finditer(r"^(\S+)\s+(\(\S+\)(?: loop)?)\s+(\d+)\s+(\d\.\d+)\s+(\S+)\s+(\S+)$", raw[name], re.M):
+            rows[(m.group(1), m.group(2))] = (int(m.group(3)), float(m.group(4)), m.group(6))
+        return rows
+
+    def span(values):
+        return f"{min(values):.2f}-{max(values):.2f}"
+
+    feed, nofeed = configs("attention_configs"), configs("attention_configs_nofeed")
+    scorers = sorted({k[0] for k in feed})
+    conf = {}
+    for c in ("(ii)", "(iii)", "(ii+iii)"):
+        conf[c] = (span([feed[(s, c)][1] for s in scorers]), span([float(feed[(s, c)][2]) for s in scorers]))
+        conf["nofeed " + c] = span([nofeed[(s, c)][1] for s in scorers])
+    for c in ("(i)", "(ii)", "(iii)", "(ii+iii)"):
+        conf["parallel " + c] = span([nofeed[(s, c)][0] / nofeed[(s, c + " loop")][0] for s in scorers])
+    return seq, pag, summ, cap, trf, conf
+
+
+def test_cpu_speed_measured_again_with_fixed_weights():
+    """docs/results/speed_cpu_fixed_weights_2026-11-30: the table's fixed-weights column and
+    BENCHMARKS' sentences, from the kept benchmark outputs."""
+    page = RESULTS / "speed_cpu_fixed_weights_2026-11-30"
+    seq, pag, summ, cap, trf, conf = _fixed_weights_figures(page)
+    src = "speed_cpu_fixed_weights_2026-11-30/*.txt"
+    doc = Doc(page / "README.md")
+    (table,) = [rows for cap_, rows in doc.tables if "fixed weights, 2026-11-30" in " ".join(rows[0])]
+    got = {r[1]: norm(r[3]) for r in table[1:]}
+    want = {"ACVI / `soft` training": None, "`structured` / `soft` training": seq["structured"],
+            "`variational` (enum) / `soft` training": seq["variational"],
+            "`soft` / fairseq `lstm` training": seq["lstm"], "PAG / `soft` training": pag["pag"],
+            "rPAG / `soft` training": pag["rpag"],
+            "ACVI / fairseq `transformer` training": ", ".join(trf["train"]),
+            "(ii) training / beam": None, "(iii) training / beam": None, "(ii) + (iii) training / beam": None,
+            "parallel / step loop, (i)": conf["parallel (i)"], "(ii)": conf["parallel (ii)"],
+            "(iii)": conf["parallel (iii)"], "(ii) + (iii)": conf["parallel (ii+iii)"],
+            "relative to (i): (ii) / (iii) / both, training":
+                " / ".join(conf[f"nofeed {c}"] for c in ("(ii)", "(iii)", "(ii+iii)"))}
+    for label, value in want.items():
+        if value is not None and got.get(label) != value:
+            doc.fail(label, f"reads {got.get(label)!r}, {src} gives {value!r}")
+    rows = [(r[1], norm(r[3])) for r in table[1:]]
+    assert [v for k, v in rows if k == "ACVI / `soft` training"] == [seq["acvi"], summ["train"], cap["train"]]
+    assert [v for k, v in rows if k == "decoding K = 10 / K = 1"] == [seq["decode"], summ["decode"], cap["decode"],
+                                                                        ", ".join(trf["decode"])]
+    assert [v for k, v in rows if "training / beam" in k] == [" / ".join(conf[c]) for c in ("(ii)", "(iii)", "(ii+iii)")]
+    doc.assert_ok()
+    bench = Doc(REPO / "BENCHMARKS.md")
+    bench.check_prose(rf"Measured again with fixed weights \(2026-11-30, \[[^]]+\]\([^)]+\)\): ACVI {N}, `structured` {N}, "
+                      rf"`variational` {N}, `soft` / `lstm` {N}, decoding K = 10 / K = 1 {N}",
+                      [seq[k] for k in ("acvi", "structured", "variational", "lstm", "decode")], "seq2seq", src)
+    bench.check_prose(rf"training {N}× and {N}× \(about at the target\), decoding {N}× and {N}×",
+                      trf["train"] + trf["decode"], "transformer", src)
+    bench.check_prose(rf"at the character shape: PAG {N}×, rPAG {N}×", [pag["pag"], pag["rpag"]], "PAG", src)
+    bench.check_prose(rf"ACVI / soft training {N}×, K = 10 / K = 1 decoding {N}×", [summ["train"], summ["decode"]],
+                      "summarization", src)
+    bench.check_prose(rf"weights, 2026-11-30: {N}× and {N}×\)", [cap["train"], cap["decode"]], "captioning", src)
+    bench.check_prose(rf"\(ii\) ({NN}-{NN})× / ({NN}-{NN})×, \(iii\) ({NN}-{NN})× / ({NN}-{NN})×, both ({NN}-{NN})× / "
+                      rf"({NN}-{NN})×", [x for c in ("(ii)", "(iii)", "(ii+iii)") for x in conf[c]], "configurations", src)
+    bench.check_prose(rf"parallel / step loop ({NN}-{NN})× \(i\), ({NN}-{NN})× \(ii\), ({NN}-{NN})× \(iii\), "
+                      rf"({NN}-{NN})× both", [conf[f"parallel {c}"] for c in ("(i)", "(ii)", "(iii)", "(ii+iii)")],
+                      "configurations without input feeding", src)
+    bench.check_prose(rf"`transformer` in training is about at its 0\.9 target \({N}× and {N}×", trf["train"],
+                      "introduction", src)
+    bench.assert_ok()

@@ -1487,6 +1487,16 @@ def test_parallel_decoder_measured_again_with_fixed_weights():
                        3: f"{o['acvi']['loop+feed']}×", 4: f"{o['acvi']['loop']}×"}, name)
         if shape_lstm is not None:
             others[shape]["lstm"] = shape_lstm
+    parts = [dict((k, float(v)) for k, v in re.findall(r"(step|encoder|output layer) (\d+\.\d+) s", line))
+             for line in (page / "cpu_time_parts_fixed_weights_2026-11-30.txt").read_text(encoding="utf-8").splitlines()
+             if line.startswith("input feeding 1:")]
+    shared = [x["encoder"] + x["output layer"] for x in parts]
+    doc.check_prose(rf"the input-feeding step took {N} s and {N} s, of which the encoder and the output layer "
+                    rf"{N} s and {N} s \({N} % and {N} %\): a free decoder would make it at most {N}× and {N}× faster",
+                    [f"{x['step']:.3f}" for x in parts] + [f"{x:.3f}" for x in shared]
+                    + [f"{100 * sh / x['step']:.0f}" for sh, x in zip(shared, parts)]
+                    + [f"{x['step'] / sh:.2f}" for sh, x in zip(shared, parts)],
+                    "time parts, fixed weights", "cpu_time_parts_fixed_weights_2026-11-30.txt")
     doc.check_prose(rf"Parallel `soft` / fairseq's `lstm`: {N}× at the 2-layer word shape, {N}× at characters",
                     [others["word2"]["lstm"], others["char"]["lstm"]], "fixed weights against lstm",
                     "cpu_{word2,char}_fixed_weights_2026-11-30.txt")

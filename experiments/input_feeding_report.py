@@ -30,7 +30,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -79,12 +79,13 @@ def _paired(decodes: Decodes, base: dict, other: dict) -> dict:
             for split in SPLITS}
 
 
-def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de") -> dict:
-    """``{"pairs": [...], "waiting": [...], "runs": [...]}``: one entry per context and seed whose
-    two runs are finished (rows, budget, paired differences per split), the others listed as
-    waiting; ``runs``: the run records (:func:`read_run`) the pairs were made from."""
+def collect(runs_dir: str, refs_dir: str, seeds: List[int],
+            pair: str = "en_de") -> Tuple[dict, List[dict]]:
+    """(``{"pairs": [...], "waiting": [...]}``: one entry per context and seed whose two runs are
+    finished (rows, budget, paired differences per split), the others listed as waiting; the run
+    records (:func:`read_run`) the pairs were made from)."""
     decodes = Decodes(refs_dir, pair)
-    out = {"runs_dir": os.path.relpath(runs_dir), "pairs": [], "waiting": [], "runs": []}
+    out, runs = {"runs_dir": os.path.relpath(runs_dir), "pairs": [], "waiting": []}, []
     for context in CONTEXTS:
         for seed in seeds:
             feed_dir = os.path.join(runs_dir, f"{context}_seed{seed}")
@@ -95,7 +96,7 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de")
                                        "unfinished": [os.path.relpath(d) for d in missing]})
                 continue
             feed, nofeed = read_run(feed_dir), read_run(nofeed_dir)
-            out["runs"] += [feed, nofeed]
+            runs += [feed, nofeed]
             budget_path = os.path.join(nofeed_dir, "budget.json")
             try:
                 budget = read_json(budget_path, "experiments/input_feeding_budget.py writes it")
@@ -108,7 +109,7 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de")
             control_dir = os.path.join(runs_dir, f"{context}-{CONTROL_TAG}_seed{seed}")
             if _finished(control_dir):
                 control = read_run(control_dir)
-                out["runs"].append(control)
+                runs.append(control)
                 entry["control"] = _row(control)
                 entry["paired_control"] = _paired(decodes, control, nofeed)
             out["pairs"].append(entry)
@@ -116,7 +117,7 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int], pair: str = "en_de")
     if bad:
         raise ReportError("; ".join(f"{x['path']}: BLEU {x['recomputed']:.2f} recomputed, "
                                     f"{x['recorded']:.2f} recorded" for x in bad))
-    return out
+    return out, runs
 
 
 def _f(x, fmt="{:.2f}"):
@@ -171,8 +172,8 @@ def markdown(table: dict) -> str:
 
 def _keep(runs: List[dict], out_dir: str) -> None:
     """The runs' outputs under ``OUT/outputs/<pair>/<run>/`` with each ``budget.json``."""
+    keep_outputs(runs, out_dir)
     for run in runs:
-        keep_outputs([run], out_dir)
         budget = os.path.join(run["dir"], "budget.json")
         dest = os.path.join(run_output_dir(out_dir, run), "budget.json")
         if os.path.isfile(budget) and os.path.realpath(budget) != os.path.realpath(dest):
@@ -189,8 +190,7 @@ def main(argv=None) -> int:
                    help="keep every run's hypotheses, scores and log lines under OUT/outputs/")
     a = p.parse_args(argv)
     try:
-        table = collect(a.runs, a.refs_dir, [int(s) for s in a.seeds.split(",") if s])
-        runs = table.pop("runs")
+        table, runs = collect(a.runs, a.refs_dir, [int(s) for s in a.seeds.split(",") if s])
         if a.keep_outputs:
             _keep(runs, a.out_dir)
     except ReportError as e:

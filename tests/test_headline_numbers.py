@@ -1586,10 +1586,9 @@ def test_input_feeding_page_figures():
     names = {"feed": "input feeding", "nofeed": "no input feeding, parallel path",
              "control": "input feeding to the no-feed updates (control)"}
     splits = ("valid", "test2016", "test2017")
+    rows = {norm(" | ".join(r)) for cap, rs in doc.tables if "best epoch" in " ".join(rs[0]) for r in rs[1:]}
     for e in table["pairs"]:
         head = f"{e['context']} | {e['seed']} |"
-        rows = {norm(" | ".join(r)) for cap, rs in doc.tables if "best epoch" in " ".join(rs[0])
-                for r in rs[1:]}
         for key, name in names.items():
             r = e[key]
             want = (f"{head} {name} | {r['updates']} | {r['epochs']:.0f} | {r['best_epoch']:.0f} | "

@@ -8,7 +8,9 @@ runs; the uncertainty study's kept decodes and token arrays give its seed-1 meas
 import gzip
 import importlib.util
 import json
+import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -212,3 +214,40 @@ def test_a_damaged_gzip_is_named(tmp_path):
         read_bytes(bad)
     with pytest.raises(score_mt.DataError, match=re.escape(str(bad))):
         score_mt.read_hypotheses(bad, 1)
+
+
+def test_the_main_table_script_reads_kept_runs_instead_of_training_them(tmp_path):
+    """experiments/multi30k_main_table.sh: a run kept by an earlier report (KEPT) is neither trained
+    again nor missing from the report, which keeps it byte for byte beside the new table; a run
+    found nowhere, or a variant the table does not have, stops it with exit 2 naming it."""
+    script = str(REPO / "experiments" / "multi30k_main_table.sh")
+    kept = IF_PAGE / "outputs" / "en_de"
+    nodata = tmp_path / "data-bin"                  # a training would stop at once: no splits.json
+    nodata.mkdir()
+    (nodata / "dict.en.txt").write_text("", encoding="utf-8")
+    env = dict(os.environ, PYTHON=sys.executable, RUNS=str(tmp_path / "runs"), KEPT=str(kept),
+               VARIANTS="soft", SEEDS="1", DATA_BIN=str(nodata))
+
+    def run(**extra):
+        return subprocess.run(["bash", script], capture_output=True, text=True, cwd=str(REPO),
+                              env=dict(env, **extra), timeout=300)
+
+    res = run(STAGE="train")                        # nothing to train
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"soft seed 1: kept in {kept}/soft_seed1" in res.stdout and not (tmp_path / "runs").exists()
+    out = tmp_path / "table"
+    res = run(STAGE="report", OUT=str(out))
+    assert res.returncode == 0, res.stderr[-2000:]
+    (soft,) = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"]
+    page = json.loads((kept / "soft_seed1" / "bleu_test2016.json").read_text(encoding="utf-8"))
+    assert soft["variant"] == "soft" and soft["bleu"]["test2016"]["bleu_tok"] == page["bleu_tok"]
+    for name in ("gen_test2016.txt.gz", "bleu_test2017.json", "train.log.gz"):
+        assert (out / "outputs" / "en_de" / "soft_seed1" / name).read_bytes() == \
+            (kept / "soft_seed1" / name).read_bytes()
+    res = run(STAGE="report", OUT=str(out), VARIANTS="soft acvi-det")
+    assert res.returncode == 2
+    assert "acvi-det seed 1: neither" in res.stderr and "holds its three decodes" in res.stderr
+    res = run(VARIANTS="soft lstm")
+    assert res.returncode == 2 and "VARIANTS: 'lstm' is not soft, acvi or acvi-det" in res.stderr
+    res = run(STAGE="report")
+    assert res.returncode == 2 and "OUT: the report's folder is needed" in res.stderr

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The Multi30K En->De table of the results overview: `soft`, ACVI and ACVI's deterministic control
+# (the same normalised model trained and decoded on the mean context: `--acvi-train-samples 0
+# --mc-samples 0`, variant `acvi-det`), the presets as they are, 20 epochs without early stopping,
+# decoded by recipes/mt_multi30k.sh (valid, test2016, test2017; beam 10), then the report with
+# every run's hypotheses kept beside it, so that each BLEU of the table can be scored again.
+# Usage (repository root); one process per variant list, two processes use both cores:
+#   VARIANTS="soft acvi-det" bash experiments/multi30k_main_table.sh
+#   VARIANTS="acvi" bash experiments/multi30k_main_table.sh
+#   STAGE=report OUT=docs/results/multi30k_<date> bash experiments/multi30k_main_table.sh
+# Each run trains in $RUNS/en_de/<variant>_seed<N> and resumes from its checkpoint_last.pt.
+# KEPT: folders that hold runs kept by earlier reports (a results page's outputs/en_de/): a run
+# found there, decoded on all three splits, is not trained again, and the report reads it from
+# there (a kept run is a run folder for the report: its hypotheses, scores and train.log lines).
+# Options: VARIANTS (soft acvi acvi-det), SEEDS (1 2 3), STAGE (train | report | all), RUNS
+# (runs/multi30k), KEPT (space-separated folders), OUT (the report's folder; STAGE=report and all).
+# About 1.5-2.5 h per run on one core.
+set -euo pipefail
+VARIANTS="${VARIANTS:-soft acvi acvi-det}"
+SEEDS="${SEEDS:-1 2 3}"
+STAGE="${STAGE:-train}"
+RUNS="${RUNS:-runs/multi30k}"
+KEPT="${KEPT:-}"
+OUT="${OUT:-}"
+PYTHON="${PYTHON:-python}"
+case "$STAGE" in train|report|all) ;; *) echo "error: STAGE=$STAGE: train, report or all" >&2; exit 2 ;; esac
+for v in $VARIANTS; do
+  case "$v" in soft|acvi|acvi-det) ;; *) echo "error: VARIANTS: '$v' is not soft, acvi or acvi-det" >&2; exit 2 ;; esac
+done
+[[ "$STAGE" == train || -n "$OUT" ]] || { echo "error: OUT: the report's folder is needed with STAGE=$STAGE" >&2; exit 2; }
+for k in $KEPT; do [[ -d "$k" ]] || { echo "error: KEPT: $k: no such folder" >&2; exit 2; }; done
+
+finished() { [[ -f "$1/bleu_valid.json" && -f "$1/bleu_test2016.json" && -f "$1/bleu_test2017.json" ]]; }
+kept_run() {  # kept_run VARIANT SEED: the first kept copy of that run, decoded on every split
+  local k
+  for k in $KEPT; do
+    if finished "$k/${1}_seed$2"; then echo "$k/${1}_seed$2"; return 0; fi
+  done
+  return 1
+}
+
+if [[ "$STAGE" != report ]]; then
+  for v in $VARIANTS; do
+    for seed in $SEEDS; do
+      if kept=$(kept_run "$v" "$seed"); then echo "[experiment] $v seed $seed: kept in $kept"; continue; fi
+      extra=()
+      if [[ "$v" == acvi-det ]]; then context=acvi tag=det extra=(--acvi-train-samples 0 --mc-samples 0)
+      else context="$v" tag=; fi
+      CONTEXT="$context" TAG="$tag" SEEDS="$seed" PAIR=en_de RUNS="$RUNS" MAX_EPOCH=20 PATIENCE=0 ABLATE=0 \
+        SKIP_DONE=1 bash recipes/mt_multi30k.sh ${extra[@]+"${extra[@]}"}
+    done
+  done
+fi
+
+if [[ "$STAGE" != train ]]; then
+  folders=()
+  for v in $VARIANTS; do
+    for seed in $SEEDS; do
+      run="$RUNS/en_de/${v}_seed$seed"
+      if finished "$run"; then folders+=("$run")
+      elif kept=$(kept_run "$v" "$seed"); then folders+=("$kept")
+      else echo "error: $v seed $seed: neither $run nor a KEPT folder holds its three decodes" >&2; exit 2; fi
+    done
+  done
+  base=(); [[ " $VARIANTS " == *" soft "* ]] && base=(--paired-base soft)
+  "$PYTHON" -m fairseq_acvi.cli.mt_report "${folders[@]}" --out-dir "$OUT" --keep-outputs ${base[@]+"${base[@]}"}
+fi

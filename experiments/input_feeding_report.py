@@ -60,10 +60,19 @@ def _updates(run: dict) -> Optional[int]:
     return int(last["num_updates"]) if "num_updates" in last else None
 
 
-def _row(run: dict) -> dict:
+def _row(run: dict, resumed_from: Optional[dict] = None) -> dict:
+    """The table's row of a run. A run resumed from another's checkpoint (the control, from the
+    input-feeding run's) logs only its own epochs, but its ``checkpoint_best.pt`` is the best of
+    all of them: fairseq carries the best validation loss over a resume and keeps the earlier
+    checkpoint when no later epoch beats it. So the better of the two runs' best epochs is the
+    row's best epoch and perplexity (the one its decodes come from)."""
+    best_epoch, ppl = run.get("best_epoch"), run.get("valid_ppl")
+    if resumed_from is not None and resumed_from.get("valid_ppl") is not None \
+            and (ppl is None or resumed_from["valid_ppl"] < ppl):
+        best_epoch, ppl = resumed_from.get("best_epoch"), resumed_from["valid_ppl"]
     return {"dir": os.path.relpath(run["dir"]), "updates": _updates(run),
-            "epochs": run.get("epochs_trained"), "best_epoch": run.get("best_epoch"),
-            "valid_ppl": run.get("valid_ppl"), "train_wall_s": run.get("train_wall_s"),
+            "epochs": run.get("epochs_trained"), "best_epoch": best_epoch,
+            "valid_ppl": ppl, "train_wall_s": run.get("train_wall_s"),
             "bleu": {s: run["bleu"].get(s, {}).get("bleu_tok") for s in SPLITS}}
 
 
@@ -110,7 +119,7 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int],
             if _finished(control_dir):
                 control = read_run(control_dir)
                 runs.append(control)
-                entry["control"] = _row(control)
+                entry["control"] = _row(control, resumed_from=feed)
                 entry["paired_control"] = _paired(decodes, control, nofeed)
             out["pairs"].append(entry)
     bad = decodes.mismatches()

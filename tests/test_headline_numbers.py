@@ -1604,10 +1604,13 @@ def test_input_feeding_page_figures():
                 doc.fail(f"{e['context']} differences at the {caption}", f"reads {cells}, {src} gives {want}")
     doc.assert_ok()
     (soft,) = [e for e in table["pairs"] if e["context"] == "soft"]
+    (acvi,) = [e for e in table["pairs"] if e["context"] == "acvi"]
     d, c = soft["paired"], soft["paired_control"]
     for doc in (Doc(page / "README.md"), Doc(OVERVIEW)):
         _check_input_feeding_prose(doc, soft, src)
+        _check_input_feeding_acvi_prose(doc, acvi, src)
     assert all(p["low"] > 0 for p in d.values()) and c["test2016"]["low"] < 0 < c["test2016"]["high"]
+    assert acvi["paired"]["test2016"]["high"] < 0          # the page says ACVI goes the other way
 
 
 def _check_input_feeding_prose(doc, soft, src):
@@ -1622,6 +1625,22 @@ def _check_input_feeding_prose(doc, soft, src):
                     rf"input feeding is level with it: {N} \[{N}, {N}\] on test2016",
                     [f"{soft['control']['updates']:,}"] + [f2(soft["control"]["bleu"][s]) for s in splits]
                     + [signed(c["test2016"][k]) for k in ("delta", "low", "high")], "control", src)
+    doc.assert_ok()
+
+
+def _check_input_feeding_acvi_prose(doc, acvi, src):
+    """ACVI's two sentences on the page and in the overview: the loss at the same time, and its
+    control."""
+    splits = ("valid", "test2016", "test2017")
+    d, c = acvi["paired"], acvi["paired_control"]
+    doc.check_prose(rf"In the same time without input feeding it scored \*\*{N} BLEU on test2016 \[{N}, {N}\]\*\*, "
+                    rf"{N} on test2017 and {N} on validation",
+                    [signed(d["test2016"][k]) for k in ("delta", "low", "high")]
+                    + [signed(d["test2017"]["delta"]), signed(d["valid"]["delta"])], "ACVI at the same time", src)
+    doc.check_prose(rf"Trained to the same ([\d,]+) updates, ACVI with input feeding scored {N} / {N} / {N}; "
+                    rf"without input feeding − this control: {N} \[{N}, {N}\] on test2016",
+                    [f"{acvi['control']['updates']:,}"] + [f2(acvi["control"]["bleu"][s]) for s in splits]
+                    + [signed(c["test2016"][k]) for k in ("delta", "low", "high")], "ACVI's control", src)
     doc.assert_ok()
 
 

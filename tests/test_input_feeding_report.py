@@ -19,17 +19,18 @@ R = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(R)
 
 
-def _run(root, name, context, tag, refs, rate, seed, updates, budget=None, bleu_shift=0.0):
+def _run(root, name, context, tag, refs, rate, seed, updates, budget=None, bleu_shift=0.0,
+         epochs=(1, 2), loss_shift=0.0):
     run = root / name
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"pair": "en_de", "context": context, "tag": tag,
                                               "seed": seed}))
     log = []
-    for ep in (1, 2):
+    for ep in epochs:
+        loss = str(3 - ep / 10 + loss_shift)
         log += [_record("train", {"epoch": ep, "train_wps": "1000", "train_wall": str(60 * ep)}),
-                _record("valid", {"epoch": ep, "valid_loss": str(3 - ep / 10),
-                                  "valid_nll_loss": str(3 - ep / 10),
-                                  "valid_num_updates": str(updates * ep // 2)})]
+                _record("valid", {"epoch": ep, "valid_loss": loss, "valid_nll_loss": loss,
+                                  "valid_num_updates": str(updates * ep // epochs[-1])})]
     log.append("2026-11-29 10:09:00 | INFO | fairseq_cli.train | done training in 120.0 seconds\n")
     (run / "train.log").write_text("".join(log))
     for i, split in enumerate(SPLITS):
@@ -142,3 +143,22 @@ def test_the_kept_outputs_make_the_same_page_again(runs, capsys):
     assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
                    "--out-dir", str(runs["tmp"] / "page3"), "--keep-outputs"]) == 2
     assert "soft_seed1/gen_valid.txt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shift, best", [(0.5, ("feed", 2)), (-0.5, ("control", 4))])
+def test_the_control_s_best_epoch_counts_the_epochs_before_its_resume(runs, shift, best):
+    """The control resumes the input-feeding run after its epochs and logs only its own; its
+    checkpoint_best.pt is the better of both runs' best epochs (fairseq carries the best loss over
+    a resume), and so are its row's best epoch and perplexity."""
+    _run(runs["root"], "soft-feedsameupd_seed1", "soft", "feedsameupd", runs["ref_lines"], 0.10, 1, 2644,
+         epochs=(3, 4), loss_shift=shift)
+    assert R.main(["--runs", str(runs["root"]), "--refs-dir", str(runs["refs"]),
+                   "--out-dir", str(runs["tmp"] / "page")]) == 0
+    (pair,) = json.loads((runs["tmp"] / "page" / "input_feeding.json").read_text())["pairs"]
+    assert pair["control"]["epochs"] == 4
+    source, epoch = best
+    assert pair["control"]["best_epoch"] == epoch
+    assert pair["control"]["valid_ppl"] == pytest.approx(2 ** (3 - epoch / 10 + (shift if source == "control" else 0)),
+                                                         rel=1e-6)
+    if source == "feed":
+        assert pair["control"]["valid_ppl"] == pair["feed"]["valid_ppl"]

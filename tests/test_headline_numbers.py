@@ -1607,40 +1607,39 @@ def test_input_feeding_page_figures():
     (acvi,) = [e for e in table["pairs"] if e["context"] == "acvi"]
     d, c = soft["paired"], soft["paired_control"]
     for doc in (Doc(page / "README.md"), Doc(OVERVIEW)):
-        _check_input_feeding_prose(doc, soft, src)
-        _check_input_feeding_acvi_prose(doc, acvi, src)
+        for entry in (soft, acvi):
+            _check_input_feeding_prose(doc, entry, src)
     assert all(p["low"] > 0 for p in d.values()) and c["test2016"]["low"] < 0 < c["test2016"]["high"]
     assert acvi["paired"]["test2016"]["high"] < 0          # the page says ACVI goes the other way
 
 
-def _check_input_feeding_prose(doc, soft, src):
-    """The page's and the overview's two sentences: the gain at the same time, and the control."""
-    splits = ("valid", "test2016", "test2017")
-    d, c = soft["paired"], soft["paired_control"]
-    doc.check_prose(rf"scored \*\*{N} BLEU on test2016 \[{N}, {N}\]\*\* and {N} on test2017 above the "
-                    rf"preset with input feeding, and {N} on validation",
-                    [signed(d["test2016"]["delta"]), signed(d["test2016"]["low"]), signed(d["test2016"]["high"]),
-                     signed(d["test2017"]["delta"]), signed(d["valid"]["delta"])], "gain at the same time", src)
-    doc.check_prose(rf"trained to the same ([\d,]+) updates it scored {N} / {N} / {N}, and the model without "
-                    rf"input feeding is level with it: {N} \[{N}, {N}\] on test2016",
-                    [f"{soft['control']['updates']:,}"] + [f2(soft["control"]["bleu"][s]) for s in splits]
-                    + [signed(c["test2016"][k]) for k in ("delta", "low", "high")], "control", src)
-    doc.assert_ok()
+#: each context's two sentences on the input-feeding page and in the overview: no-feed − feed at the
+#: same time (test2016 with its interval, test2017, valid), and the control (its updates and BLEU,
+#: no-feed − control on test2016 with its interval)
+INPUT_FEEDING_SENTENCES = {
+    "soft": (rf"scored \*\*{N} BLEU on test2016 \[{N}, {N}\]\*\* and {N} on test2017 above the "
+             rf"preset with input feeding, and {N} on validation",
+             rf"trained to the same ([\d,]+) updates it scored {N} / {N} / {N}, and the model without "
+             rf"input feeding is level with it: {N} \[{N}, {N}\] on test2016"),
+    "acvi": (rf"In the same time without input feeding it scored \*\*{N} BLEU on test2016 \[{N}, {N}\]\*\*, "
+             rf"{N} on test2017 and {N} on validation",
+             rf"Trained to the same ([\d,]+) updates, ACVI with input feeding scored {N} / {N} / {N}; "
+             rf"without input feeding − this control: {N} \[{N}, {N}\] on test2016"),
+}
 
 
-def _check_input_feeding_acvi_prose(doc, acvi, src):
-    """ACVI's two sentences on the page and in the overview: the loss at the same time, and its
-    control."""
+def _check_input_feeding_prose(doc, entry, src):
+    """One context's two sentences (:data:`INPUT_FEEDING_SENTENCES`) from its pair's figures."""
     splits = ("valid", "test2016", "test2017")
-    d, c = acvi["paired"], acvi["paired_control"]
-    doc.check_prose(rf"In the same time without input feeding it scored \*\*{N} BLEU on test2016 \[{N}, {N}\]\*\*, "
-                    rf"{N} on test2017 and {N} on validation",
-                    [signed(d["test2016"][k]) for k in ("delta", "low", "high")]
-                    + [signed(d["test2017"]["delta"]), signed(d["valid"]["delta"])], "ACVI at the same time", src)
-    doc.check_prose(rf"Trained to the same ([\d,]+) updates, ACVI with input feeding scored {N} / {N} / {N}; "
-                    rf"without input feeding − this control: {N} \[{N}, {N}\] on test2016",
-                    [f"{acvi['control']['updates']:,}"] + [f2(acvi["control"]["bleu"][s]) for s in splits]
-                    + [signed(c["test2016"][k]) for k in ("delta", "low", "high")], "ACVI's control", src)
+    d, c = entry["paired"], entry["paired_control"]
+    at_same_time, at_same_updates = INPUT_FEEDING_SENTENCES[entry["context"]]
+    doc.check_prose(at_same_time, [signed(d["test2016"][k]) for k in ("delta", "low", "high")]
+                    + [signed(d["test2017"]["delta"]), signed(d["valid"]["delta"])],
+                    f"{entry['context']} at the same time", src)
+    doc.check_prose(at_same_updates, [f"{entry['control']['updates']:,}"]
+                    + [f2(entry["control"]["bleu"][s]) for s in splits]
+                    + [signed(c["test2016"][k]) for k in ("delta", "low", "high")],
+                    f"{entry['context']}'s control", src)
     doc.assert_ok()
 
 

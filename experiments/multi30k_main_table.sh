@@ -12,8 +12,12 @@
 # KEPT: folders that hold runs kept by earlier reports (a results page's outputs/en_de/): a run
 # found there, decoded on all three splits, is not trained again, and the report reads it from
 # there (a kept run is a run folder for the report: its hypotheses, scores and train.log lines).
+# The report pairs the variants seed by seed: the paired bootstrap interval of ACVI minus `soft`,
+# the control minus `soft` and ACVI minus the control on every split (mt_report --intervals, from
+# the hypotheses and the references in REFS_DIR), for the pairs VARIANTS holds.
 # Options: VARIANTS (soft acvi acvi-det), SEEDS (1 2 3), STAGE (train | report | all), RUNS
-# (runs/multi30k), KEPT (space-separated folders), OUT (the report's folder; STAGE=report and all).
+# (runs/multi30k), KEPT (space-separated folders), OUT (the report's folder; STAGE=report and all),
+# REFS_DIR (data-bin/multi30k_en_de/raw: the references of the intervals).
 # About 1.5-2.5 h per run on one core.
 set -euo pipefail
 VARIANTS="${VARIANTS:-soft acvi acvi-det}"
@@ -22,6 +26,7 @@ STAGE="${STAGE:-train}"
 RUNS="${RUNS:-runs/multi30k}"
 KEPT="${KEPT:-}"
 OUT="${OUT:-}"
+REFS_DIR="${REFS_DIR:-data-bin/multi30k_en_de/raw}"
 PYTHON="${PYTHON:-python}"
 case "$STAGE" in train|report|all) ;; *) echo "error: STAGE=$STAGE: train, report or all" >&2; exit 2 ;; esac
 for v in $VARIANTS; do
@@ -63,5 +68,11 @@ if [[ "$STAGE" != train ]]; then
     done
   done
   base=(); [[ " $VARIANTS " == *" soft "* ]] && base=(--paired-base soft)
-  "$PYTHON" -m fairseq_acvi.cli.mt_report "${folders[@]}" --out-dir "$OUT" --keep-outputs ${base[@]+"${base[@]}"}
+  pairs=()
+  for p in soft:acvi soft:acvi-det acvi-det:acvi; do
+    [[ " $VARIANTS " == *" ${p%%:*} "* && " $VARIANTS " == *" ${p##*:} "* ]] && pairs+=("$p")
+  done
+  intervals=(); [[ ${#pairs[@]} -gt 0 ]] && intervals=(--intervals "${pairs[@]}" --refs-dir "$REFS_DIR")
+  "$PYTHON" -m fairseq_acvi.cli.mt_report "${folders[@]}" --out-dir "$OUT" --keep-outputs \
+    ${base[@]+"${base[@]}"} ${intervals[@]+"${intervals[@]}"}
 fi

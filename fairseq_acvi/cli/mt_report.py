@@ -43,6 +43,9 @@ A (perplexity ratio, BLEU difference, speed ratio) — the side-by-side baseline
 ``--keep-outputs`` keeps beside the report what each BLEU was computed from: every run folder's
 hypotheses (gzipped ``H-`` lines), ``bleu_*.json`` and ``run.json`` in
 ``OUT/outputs/<pair>/<variant>_seed<N>/`` (:mod:`fairseq_acvi.mt_eval.kept_outputs`).
+``--intervals BASE:OTHER … --refs-dir DIR`` adds, seed by seed and split by split, the paired
+bootstrap interval of OTHER's BLEU minus BASE's from the runs' hypotheses (``intervals.json`` and a
+section of report.md; :mod:`fairseq_acvi.mt_eval.run_intervals`).
 """
 import argparse
 import json
@@ -52,6 +55,8 @@ import sys
 from fairseq_acvi.mt_eval import (
     ReportError, aggregate, charts, combine_runs, compare, default_title, find_runs, keep_outputs,
     load_merged, markdown)
+from fairseq_acvi.mt_eval.run_intervals import intervals, parse_comparison
+from fairseq_acvi.mt_eval.run_intervals import markdown as interval_markdown
 
 
 def main(argv=None) -> int:
@@ -69,6 +74,12 @@ def main(argv=None) -> int:
     p.add_argument("--merge", nargs="+", default=[], metavar="RESULTS_JSON",
                    help="also count the runs recorded in these earlier reports' results.json "
                         "(their run folders need not exist any more)")
+    p.add_argument("--intervals", nargs="+", default=[], metavar="BASE:OTHER",
+                   help="also the paired bootstrap interval of BLEU(OTHER) − BLEU(BASE), seed by "
+                        "seed and split by split, from the runs' hypotheses (needs --refs-dir; "
+                        "fairseq_acvi/mt_eval/run_intervals.py); written to intervals.json")
+    p.add_argument("--refs-dir", metavar="DIR",
+                   help="the references <split>.<tgt> of --intervals (the data-bin's raw/ folder)")
     p.add_argument("--no-charts", action="store_true")
     p.add_argument("--keep-outputs", action="store_true",
                    help="also keep, in OUT/outputs/<pair>/<variant>_seed<N>/, every run folder's "
@@ -84,6 +95,10 @@ def main(argv=None) -> int:
         if args.paired_base and all(r["variant"] != args.paired_base for r in runs):
             raise ReportError(f"--paired-base {args.paired_base}: no such variant among the runs ("
                               + ", ".join(sorted({r['variant'] for r in runs})) + ")")
+        comparisons = [parse_comparison(c) for c in args.intervals]
+        if comparisons and not args.refs_dir:
+            raise ReportError("--intervals needs --refs-dir (the references the decodes were scored against)")
+        rows = intervals(runs, comparisons, args.refs_dir) if comparisons else []
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -106,6 +121,11 @@ def main(argv=None) -> int:
             f.write(f"\nDecoded outputs of {len(kept)} run{'s' if len(kept) != 1 else ''} (hypotheses, `bleu_*.json`, `run.json`): "
                     "`outputs/<pair>/<variant>_seed<N>/`; `data_scripts/score_mt.py --gen "
                     "outputs/<pair>/<run>/gen_<split>.txt.gz --ref REFERENCE` scores one again.\n")
+        if rows:
+            f.write("\n".join(interval_markdown(rows)) + "\n")
+    if rows:
+        with open(os.path.join(args.out_dir, "intervals.json"), "w", encoding="utf-8") as f:
+            json.dump({"intervals": rows}, f, indent=1)
     written = [] if args.no_charts else charts(runs, agg, args.out_dir)
     print(f"[mt_report] {len(runs)} runs -> {args.out_dir}/report.md, results.json"
           + (", " + ", ".join(os.path.basename(w) for w in written) if written else "")

@@ -14,6 +14,8 @@ for bAbI: the tests and other scripts call these directly, and ``cli/`` holds on
 * :mod:`.kept_outputs` — the hypotheses and scores kept beside a report (``--keep-outputs``).
 * :mod:`.paired_decodes` — two runs' decodes of a split compared sentence by sentence (their
   hypotheses and references read, the paired bootstrap of BLEU).
+* :mod:`.run_intervals` — those intervals between two variants of a report, seed by seed and split
+  by split (``--intervals``).
 * :mod:`.seed003_grid` — seed 003's Table 1 beside the attention grid
   (``python -m fairseq_acvi.cli.attention_grid_report``); :mod:`.seed003_grid_markdown` writes it.
 * :mod:`.normalizer_table` — the attention normalisers' BLEU and attention statistics

@@ -96,6 +96,22 @@ def shared_data():
     return SHARED_DATA
 
 
+@pytest.fixture
+def multi30k_refs(shared_data, tmp_path):
+    """The Multi30K En→De references of valid, test2016 and test2017 (the ``tok/`` files the
+    recipes score against) as a data-bin's ``raw/`` folder, ``tmp_path/raw/<split>.de``; the test is
+    skipped, naming the file, when one is missing."""
+    tok = shared_data / "multi30k" / "tok"
+    refs = tmp_path / "raw"
+    refs.mkdir()
+    for split, name in (("valid", "val"), ("test2016", "test_2016_flickr"), ("test2017", "test_2017_flickr")):
+        src = tok / f"{name}.lc.norm.tok.de"
+        if not src.is_file():
+            pytest.skip(f"{src} is missing")
+        (refs / f"{split}.de").symlink_to(src)
+    return refs
+
+
 def run_cli(module: str, *args, check: bool = True, env_extra=None, timeout: int = 900):
     """Run ``python -m <module> <args>`` (e.g. ``fairseq_cli.train``) and return the result.
 

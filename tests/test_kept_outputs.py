@@ -98,18 +98,11 @@ def test_kept_grid_translations_rescore_to_the_acvi_control_interval_on_their_pa
 IF_PAGE = REPO / "docs" / "results" / "input_feeding_multi30k_2026-11-30"
 
 
-def test_the_input_feeding_page_is_made_again_from_its_kept_outputs(shared_data, tmp_path):
+def test_the_input_feeding_page_is_made_again_from_its_kept_outputs(multi30k_refs, tmp_path):
     """experiments/input_feeding_report.py given the page's kept outputs as its runs: every decode
     scores its recorded BLEU (the report refuses one that does not) and the tables, paired
     intervals included, are the page's."""
-    tok = shared_data / "multi30k" / "tok"
-    refs = tmp_path / "raw"
-    refs.mkdir()
-    for split, name in (("valid", "val"), ("test2016", "test_2016_flickr"), ("test2017", "test_2017_flickr")):
-        src = tok / f"{name}.lc.norm.tok.de"
-        if not src.is_file():
-            pytest.skip(f"{src} is missing")
-        (refs / f"{split}.de").symlink_to(src)
+    refs = multi30k_refs
     spec = importlib.util.spec_from_file_location("input_feeding_report",
                                                   REPO / "experiments" / "input_feeding_report.py")
     report = importlib.util.module_from_spec(spec)

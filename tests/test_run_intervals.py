@@ -21,21 +21,8 @@ REFS = ["ein hund läuft über die wiese .", "zwei männer sitzen auf einer bank
         "drei leute stehen vor einem haus ."]
 
 
-def _multi30k_refs(shared_data, tmp_path):
-    """The three references of Multi30K En→De as a data-bin's raw/ folder; skips without them."""
-    tok = shared_data / "multi30k" / "tok"
-    refs = tmp_path / "raw"
-    refs.mkdir()
-    for split, name in (("valid", "val"), ("test2016", "test_2016_flickr"), ("test2017", "test_2017_flickr")):
-        src = tok / f"{name}.lc.norm.tok.de"
-        if not src.is_file():
-            pytest.skip(f"{src} is missing")
-        (refs / f"{split}.de").symlink_to(src)
-    return refs
-
-
-def test_intervals_of_the_kept_input_feeding_runs_are_the_page_s(shared_data, tmp_path):
-    refs = _multi30k_refs(shared_data, tmp_path)
+def test_intervals_of_the_kept_input_feeding_runs_are_the_page_s(multi30k_refs, tmp_path):
+    refs = multi30k_refs
     out = tmp_path / "report"
     assert mt_report.main([str(IF_PAGE / "outputs" / "en_de"), "--out-dir", str(out), "--no-charts",
                            "--intervals", "soft:soft-nofeed", "acvi:acvi-nofeed",
@@ -53,11 +40,11 @@ def test_intervals_of_the_kept_input_feeding_runs_are_the_page_s(shared_data, tm
     assert "BLEU of `acvi-nofeed` minus `acvi`" in report and "| 1 | -0.95 (95% CI -1.86 to -0.06)" in report
 
 
-def test_the_main_table_script_pairs_the_variants_it_holds(shared_data, tmp_path):
+def test_the_main_table_script_pairs_the_variants_it_holds(multi30k_refs, tmp_path):
     """experiments/multi30k_main_table.sh STAGE=report with `soft` and ACVI (kept on the input-feeding
     page) pairs ACVI with `soft` on the three splits, and nothing else; each interval's delta is the
     difference of the two recorded BLEU (to their rounding)."""
-    refs = _multi30k_refs(shared_data, tmp_path)
+    refs = multi30k_refs
     kept = IF_PAGE / "outputs" / "en_de"
     out = tmp_path / "table"
     env = dict(os.environ, PYTHON=sys.executable, RUNS=str(tmp_path / "runs"), KEPT=str(kept),

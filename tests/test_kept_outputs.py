@@ -2,8 +2,8 @@
 test captions of the MSR-VTT captioning page (docs/results/captioning_msrvtt_2026-11-28/captions/),
 scored again against the references rebuilt from the real data, give the CIDEr on the page; the
 kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval, and so do
-seed 003's grid's (ACVI against its control); the input-feeding page is made again from its kept
-runs; the uncertainty study's kept decodes and token arrays give its seed-1 measures; and
+seed 003's grid's (ACVI against its control); the input-feeding page and the Multi30K main table
+are made again from their kept runs; the uncertainty study's kept decodes and token arrays give its seed-1 measures; and
 ``mt_report --keep-outputs`` keeps exactly what re-scoring needs."""
 import gzip
 import importlib.util
@@ -116,6 +116,25 @@ def test_the_input_feeding_page_is_made_again_from_its_kept_outputs(multi30k_ref
             for key in ("feed", "nofeed", "control"):
                 pair.get(key, {}).pop("dir", None)
     assert got["pairs"] == page["pairs"] and len(page["pairs"]) >= 1
+
+
+MAIN_PAGE = REPO / "docs" / "results" / "multi30k_2026-12-01"
+
+
+def test_the_main_table_page_is_made_again_from_its_kept_outputs(multi30k_refs, tmp_path):
+    """The Multi30K main table (experiments/multi30k_main_table.sh): mt_report given the page's kept
+    runs, with the comparisons its intervals.json holds, writes the page's per-variant means and
+    the same paired intervals (each decode scored again against its recorded BLEU on the way)."""
+    page_rows = json.loads((MAIN_PAGE / "intervals.json").read_text(encoding="utf-8"))["intervals"]
+    pairs = list(dict.fromkeys(f"{r['base_variant']}:{r['other_variant']}" for r in page_rows))
+    out = tmp_path / "again"
+    assert mt_report.main([str(MAIN_PAGE / "outputs" / "en_de"), "--out-dir", str(out), "--no-charts",
+                           "--intervals", *pairs, "--refs-dir", str(multi30k_refs)]) == 0
+    got_rows = json.loads((out / "intervals.json").read_text(encoding="utf-8"))["intervals"]
+    assert got_rows == page_rows and len(page_rows) >= 3
+    got, page = (json.loads((d / "results.json").read_text(encoding="utf-8"))["aggregate"]
+                 for d in (out, MAIN_PAGE))
+    assert got == page
 
 
 UNC_PAGE = REPO / "docs" / "results" / "uncertainty_study_2026-11-29"

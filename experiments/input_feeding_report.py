@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from fairseq_acvi.data.json_numbers import read_json  # noqa: E402
 from fairseq_acvi.mt_eval.kept_outputs import keep_outputs, run_output_dir  # noqa: E402
 from fairseq_acvi.mt_eval.logs import ReportError, parse_train_log  # noqa: E402
-from fairseq_acvi.mt_eval.paired_decodes import Decodes, paired_interval  # noqa: E402
+from fairseq_acvi.mt_eval.paired_decodes import Decodes  # noqa: E402
 from fairseq_acvi.mt_eval.runs import SPLITS, read_run  # noqa: E402
 
 CONTEXTS = ("soft", "acvi")
@@ -83,8 +83,7 @@ def _finished(run_dir: str) -> bool:
 def _paired(decodes: Decodes, base: dict, other: dict) -> dict:
     """{split: other − base of tokenised BLEU with its paired bootstrap interval}."""
     keep = ("delta", "low", "high", "p_other_better", "level", "n_resamples")
-    return {split: {k: v for k, v in paired_interval(decodes.statistics(base, split),
-                                                      decodes.statistics(other, split)).items() if k in keep}
+    return {split: {k: v for k, v in decodes.interval(base, other, split).items() if k in keep}
             for split in SPLITS}
 
 
@@ -122,10 +121,7 @@ def collect(runs_dir: str, refs_dir: str, seeds: List[int],
                 entry["control"] = _row(control, resumed_from=feed)
                 entry["paired_control"] = _paired(decodes, control, nofeed)
             out["pairs"].append(entry)
-    bad = decodes.mismatches()
-    if bad:
-        raise ReportError("; ".join(f"{x['path']}: BLEU {x['recomputed']:.2f} recomputed, "
-                                    f"{x['recorded']:.2f} recorded" for x in bad))
+    decodes.raise_mismatches()
     return out, runs
 
 

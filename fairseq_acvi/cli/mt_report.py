@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         comparisons = [parse_comparison(c) for c in args.intervals]
         if comparisons and not args.refs_dir:
             raise ReportError("--intervals needs --refs-dir (the references the decodes were scored against)")
-        rows = intervals(runs, comparisons, args.refs_dir) if comparisons else []
+        rows = intervals(runs, comparisons, args.refs_dir)
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

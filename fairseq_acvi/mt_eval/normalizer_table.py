@@ -42,7 +42,7 @@ from fairseq_acvi.data.json_numbers import read_numbers
 from fairseq_acvi.metrics.bleu import format_interval
 from fairseq_acvi.modules.context.normalizers import NORMALIZERS
 from fairseq_acvi.mt_eval.logs import ReportError
-from fairseq_acvi.mt_eval.paired_decodes import Decodes, paired_interval, target_language
+from fairseq_acvi.mt_eval.paired_decodes import Decodes, target_language
 from fairseq_acvi.mt_eval.render import fmt
 from fairseq_acvi.mt_eval.summary import aggregate, is_finished, mean_std, paired
 
@@ -192,8 +192,7 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
                 entry[key] = stats[(row["variant"], r["seed"])][key] - stats[(base, r["seed"])][key]
             for s in test_splits:
                 if s in r["bleu"] and s in b["bleu"]:
-                    iv = paired_interval(decodes.statistics(b, s), decodes.statistics(r, s),
-                                         n_resamples, level)
+                    iv = decodes.interval(b, r, s, n_resamples=n_resamples, level=level)
                     iv["base_hypotheses"] = _rel(iv["base_hypotheses"])
                     iv["other_hypotheses"] = _rel(iv["other_hypotheses"])
                     entry["bootstrap"][s] = iv

@@ -147,6 +147,21 @@ class Decodes:
                                   "recorded": run["bleu"].get(split, {}).get("bleu_tok")})
         return self._scored[key]
 
+    def interval(self, base: dict, other: dict, split: str, **bootstrap) -> dict:
+        """:func:`paired_interval` of ``other`` − ``base`` on ``split`` (``bootstrap``: its
+        ``n_resamples``, ``level``, ``seed``), each decode scored once."""
+        return paired_interval(self.statistics(base, split), self.statistics(other, split), **bootstrap)
+
     def mismatches(self) -> List[dict]:
         return [x for x in self.rescored if x["recorded"] is not None
                 and abs(x["recomputed"] - x["recorded"]) > RESCORE_TOLERANCE]
+
+    def raise_mismatches(self) -> None:
+        """ReportError naming every decode of :meth:`mismatches`, for a report whose figures would
+        otherwise not be the recorded ones."""
+        bad = self.mismatches()
+        if bad:
+            raise ReportError("; ".join(
+                f"{x['path']}: BLEU {x['recomputed']:.2f} from its hypotheses, but its "
+                f"bleu_{x['split']}.json records {x['recorded']:.2f} (recorded against other "
+                f"references?)" for x in bad))

@@ -1,7 +1,7 @@
 """Paired bootstrap intervals between two variants of a report, seed by seed and split by split
 (``mt_report --intervals BASE:OTHER --refs-dir DIR``): for every seed both variants finished, the
 tokenised BLEU of OTHER minus BASE on each decoded split with its 95 % interval (Koehn 2004;
-:func:`fairseq_acvi.mt_eval.paired_decodes.paired_interval`), computed from the runs' hypotheses
+:meth:`fairseq_acvi.mt_eval.paired_decodes.Decodes.interval`), computed from the runs' hypotheses
 (their folders' ``gen_<split>.txt``, or the ``.txt.gz`` a report kept) and the references of
 ``<refs_dir>/<split>.<tgt>``.
 
@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 
 from fairseq_acvi.metrics.bleu import format_interval
 from fairseq_acvi.mt_eval.logs import ReportError
-from fairseq_acvi.mt_eval.paired_decodes import Decodes, paired_interval
+from fairseq_acvi.mt_eval.paired_decodes import Decodes
 from fairseq_acvi.mt_eval.runs import pair_splits
 from fairseq_acvi.mt_eval.summary import is_finished
 
@@ -54,24 +54,19 @@ def intervals(runs: List[dict], comparisons: List[Tuple[str, str]], refs_dir: st
                 raise ReportError(f"--intervals {base}:{other}: no finished seed of {pair} has both")
             for seed in seeds:
                 a, b = by_seed[base][seed], by_seed[other][seed]
-                for r in (a, b):
-                    if not r.get("dir"):
-                        raise ReportError(f"--intervals {base}:{other}: {r['variant']} seed {seed} "
-                                          f"comes from {r.get('source', '--merge')}, without its "
+                for run in (a, b):
+                    if not run.get("dir"):
+                        raise ReportError(f"--intervals {base}:{other}: {run['variant']} seed {seed} "
+                                          f"comes from {run.get('source', '--merge')}, without its "
                                           "hypotheses (give its run folder)")
                 for split in pair_splits([a, b], pair):
                     if split not in a["bleu"] or split not in b["bleu"]:
                         continue
-                    r = paired_interval(decodes.statistics(a, split), decodes.statistics(b, split))
+                    r = decodes.interval(a, b, split)
                     rows.append({"pair": pair, "base_variant": base, "other_variant": other,
                                  "seed": seed, "split": split}
                                 | {k: r[k] for k in KEPT_FIGURES})
-        bad = decodes.mismatches()
-        if bad:
-            raise ReportError("; ".join(
-                f"{x['path']}: BLEU {x['recomputed']:.2f} from its hypotheses, but its "
-                f"bleu_{x['split']}.json records {x['recorded']:.2f} (--refs-dir: the references "
-                f"it was scored against?)" for x in bad))
+        decodes.raise_mismatches()
     return rows
 
 

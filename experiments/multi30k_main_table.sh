@@ -1,36 +1,42 @@
 #!/usr/bin/env bash
-# The Multi30K En->De table of the results overview: `soft`, ACVI and ACVI's deterministic control
-# (the same normalised model trained and decoded on the mean context: `--acvi-train-samples 0
-# --mc-samples 0`, variant `acvi-det`), the presets as they are, 20 epochs without early stopping,
-# decoded by recipes/mt_multi30k.sh (valid, test2016, test2017; beam 10), then the report with
+# The Multi30K tables of the results overview (En->De, or En->Fr with PAIR=en_fr): `soft`, ACVI and
+# ACVI's deterministic control (the same normalised model trained and decoded on the mean context:
+# `--acvi-train-samples 0 --mc-samples 0`, variant `acvi-det`), and fairseq's own `lstm` at the same
+# size (variant `lstm`, not in the default list), the presets as they are, 20 epochs without early
+# stopping, decoded by recipes/mt_multi30k.sh (valid, test2016, test2017; beam 10), then the report with
 # every run's hypotheses kept beside it, so that each BLEU of the table can be scored again.
 # Usage (repository root); one process per variant list, two processes use both cores:
 #   VARIANTS="soft acvi-det" bash experiments/multi30k_main_table.sh
 #   VARIANTS="acvi" bash experiments/multi30k_main_table.sh
 #   STAGE=report OUT=docs/results/multi30k_<date> bash experiments/multi30k_main_table.sh
-# Each run trains in $RUNS/en_de/<variant>_seed<N> and resumes from its checkpoint_last.pt.
-# KEPT: folders that hold runs kept by earlier reports (a results page's outputs/en_de/): a run
-# found there, decoded on all three splits, is not trained again, and the report reads it from
-# there (a kept run is a run folder for the report: its hypotheses, scores and train.log lines).
+#   PAIR=en_fr VARIANTS="lstm soft acvi acvi-det" bash experiments/multi30k_main_table.sh
+# Each run trains in $RUNS/$PAIR/<variant>_seed<N> and resumes from its checkpoint_last.pt.
+# KEPT: folders that hold runs kept by earlier reports (a results page's outputs/<pair>/): a run
+# found there (KEPT/<variant>_seed<N>), decoded on all three splits, is not trained again, and the
+# report reads it from there (a kept run is a run folder for the report: its hypotheses, scores and train.log lines).
 # The report pairs the variants seed by seed: the paired bootstrap interval of ACVI minus `soft`,
-# the control minus `soft` and ACVI minus the control on every split (mt_report --intervals, from
-# the hypotheses and the references in REFS_DIR), for the pairs VARIANTS holds.
-# Options: VARIANTS (soft acvi acvi-det), SEEDS (1 2 3), STAGE (train | report | all), RUNS
-# (runs/multi30k), KEPT (space-separated folders), OUT (the report's folder; STAGE=report and all),
-# REFS_DIR (data-bin/multi30k_en_de/raw: the references of the intervals).
+# the control minus `soft`, ACVI minus the control and `soft` minus fairseq's `lstm` on every split
+# (mt_report --intervals, from the hypotheses and the references in REFS_DIR), for the pairs
+# VARIANTS holds.
+# Options: VARIANTS (soft acvi acvi-det; also lstm), SEEDS (1 2 3), PAIR (en_de | en_fr), STAGE
+# (train | report | all), RUNS (runs/multi30k), KEPT (space-separated folders), OUT (the report's
+# folder; STAGE=report and all), REFS_DIR (data-bin/multi30k_$PAIR/raw: the references of the intervals).
 # About 1.5-2.5 h per run on one core.
 set -euo pipefail
 VARIANTS="${VARIANTS:-soft acvi acvi-det}"
 SEEDS="${SEEDS:-1 2 3}"
+PAIR="${PAIR:-en_de}"
 STAGE="${STAGE:-train}"
 RUNS="${RUNS:-runs/multi30k}"
 KEPT="${KEPT:-}"
 OUT="${OUT:-}"
-REFS_DIR="${REFS_DIR:-data-bin/multi30k_en_de/raw}"
+REFS_DIR="${REFS_DIR:-data-bin/multi30k_$PAIR/raw}"
 PYTHON="${PYTHON:-python}"
 case "$STAGE" in train|report|all) ;; *) echo "error: STAGE=$STAGE: train, report or all" >&2; exit 2 ;; esac
+case "$PAIR" in en_de|en_fr) ;; *) echo "error: PAIR=$PAIR: en_de or en_fr" >&2; exit 2 ;; esac
 for v in $VARIANTS; do
-  case "$v" in soft|acvi|acvi-det) ;; *) echo "error: VARIANTS: '$v' is not soft, acvi or acvi-det" >&2; exit 2 ;; esac
+  case "$v" in soft|acvi|acvi-det|lstm) ;;
+    *) echo "error: VARIANTS: '$v' is not soft, acvi, acvi-det or lstm" >&2; exit 2 ;; esac
 done
 [[ "$STAGE" == train || -n "$OUT" ]] || { echo "error: OUT: the report's folder is needed with STAGE=$STAGE" >&2; exit 2; }
 for k in $KEPT; do [[ -d "$k" ]] || { echo "error: KEPT: $k: no such folder" >&2; exit 2; }; done
@@ -51,7 +57,7 @@ if [[ "$STAGE" != report ]]; then
       extra=()
       if [[ "$v" == acvi-det ]]; then context=acvi tag=det extra=(--acvi-train-samples 0 --mc-samples 0)
       else context="$v" tag=; fi
-      CONTEXT="$context" TAG="$tag" SEEDS="$seed" PAIR=en_de RUNS="$RUNS" MAX_EPOCH=20 PATIENCE=0 ABLATE=0 \
+      CONTEXT="$context" TAG="$tag" SEEDS="$seed" PAIR="$PAIR" RUNS="$RUNS" MAX_EPOCH=20 PATIENCE=0 ABLATE=0 \
         SKIP_DONE=1 bash recipes/mt_multi30k.sh ${extra[@]+"${extra[@]}"}
     done
   done
@@ -61,7 +67,7 @@ if [[ "$STAGE" != train ]]; then
   folders=()
   for v in $VARIANTS; do
     for seed in $SEEDS; do
-      run="$RUNS/en_de/${v}_seed$seed"
+      run="$RUNS/$PAIR/${v}_seed$seed"
       if finished "$run"; then folders+=("$run")
       elif kept=$(kept_run "$v" "$seed"); then folders+=("$kept")
       else echo "error: $v seed $seed: neither $run nor a KEPT folder holds its three decodes" >&2; exit 2; fi
@@ -69,7 +75,7 @@ if [[ "$STAGE" != train ]]; then
   done
   base=(); [[ " $VARIANTS " == *" soft "* ]] && base=(--paired-base soft)
   pairs=()
-  for p in soft:acvi soft:acvi-det acvi-det:acvi; do
+  for p in soft:acvi soft:acvi-det acvi-det:acvi lstm:soft; do
     [[ " $VARIANTS " == *" ${p%%:*} "* && " $VARIANTS " == *" ${p##*:} "* ]] && pairs+=("$p")
   done
   intervals=(); [[ ${#pairs[@]} -gt 0 ]] && intervals=(--intervals "${pairs[@]}" --refs-dir "$REFS_DIR")

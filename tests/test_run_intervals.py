@@ -6,6 +6,7 @@ decode's is positive, and every misuse (no references, a malformed comparison, a
 variant, a decode whose recorded BLEU its hypotheses do not give) stops it naming the cause."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -41,23 +42,33 @@ def test_intervals_of_the_kept_input_feeding_runs_are_the_page_s(multi30k_refs, 
 
 
 def test_the_main_table_script_pairs_the_variants_it_holds(multi30k_refs, tmp_path):
-    """experiments/multi30k_main_table.sh STAGE=report with `soft` and ACVI (kept on the input-feeding
-    page) pairs ACVI with `soft` on the three splits, and nothing else; each interval's delta is the
-    difference of the two recorded BLEU (to their rounding)."""
-    refs = multi30k_refs
+    """experiments/multi30k_main_table.sh STAGE=report with fairseq's `lstm`, `soft` and ACVI pairs
+    ACVI with `soft` and `soft` with `lstm` on the three splits, and nothing else; each interval's
+    delta is the difference of the two recorded BLEU (to their rounding). The `lstm` run here is the
+    input-feeding page's `soft` without input feeding, kept under that name (a stand-in: what is
+    checked is the pairing)."""
     kept = IF_PAGE / "outputs" / "en_de"
+    stand_in = tmp_path / "kept"
+    shutil.copytree(kept / "soft-nofeed_seed1", stand_in / "lstm_seed1")
+    meta = json.loads((stand_in / "lstm_seed1" / "run.json").read_text(encoding="utf-8"))
+    meta.update(context="lstm", tag="", arch="lstm")
+    (stand_in / "lstm_seed1" / "run.json").write_text(json.dumps(meta), encoding="utf-8")
     out = tmp_path / "table"
-    env = dict(os.environ, PYTHON=sys.executable, RUNS=str(tmp_path / "runs"), KEPT=str(kept),
-               VARIANTS="soft acvi", SEEDS="1", STAGE="report", OUT=str(out), REFS_DIR=str(refs))
+    env = dict(os.environ, PYTHON=sys.executable, RUNS=str(tmp_path / "runs"),
+               KEPT=f"{kept} {stand_in}", VARIANTS="lstm soft acvi", SEEDS="1", STAGE="report",
+               OUT=str(out), REFS_DIR=str(multi30k_refs))
     res = subprocess.run(["bash", str(REPO / "experiments" / "multi30k_main_table.sh")], env=env,
                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = json.loads((out / "intervals.json").read_text(encoding="utf-8"))["intervals"]
-    assert [(r["base_variant"], r["other_variant"], r["split"]) for r in rows] == \
-        [("soft", "acvi", s) for s in ("valid", "test2016", "test2017")]
+    pairs = [("soft", "acvi"), ("lstm", "soft")]
+    assert sorted((r["base_variant"], r["other_variant"], r["split"]) for r in rows) == \
+        sorted((a, b, s) for a, b in pairs for s in ("valid", "test2016", "test2017"))
+    folders = {"soft": kept / "soft_seed1", "acvi": kept / "acvi_seed1",
+               "lstm": stand_in / "lstm_seed1"}
     for r in rows:
-        a, b = (json.loads((kept / f"{v}_seed1" / f"bleu_{r['split']}.json").read_text(encoding="utf-8"))
-                for v in ("soft", "acvi"))
+        a, b = (json.loads((folders[v] / f"bleu_{r['split']}.json").read_text(encoding="utf-8"))
+                for v in (r["base_variant"], r["other_variant"]))
         assert r["delta"] == pytest.approx(b["bleu_tok"] - a["bleu_tok"], abs=0.011)
 
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The Multi30K tables of the results overview (En->De, or En->Fr with PAIR=en_fr): `soft`, ACVI and
 # ACVI's deterministic control (the same normalised model trained and decoded on the mean context:
-# `--acvi-train-samples 0 --mc-samples 0`, variant `acvi-det`), and fairseq's own `lstm` at the same
-# size (variant `lstm`, not in the default list), the presets as they are, 20 epochs without early
-# stopping, decoded by recipes/mt_multi30k.sh (valid, test2016, test2017; beam 10), then the report with
-# every run's hypotheses kept beside it, so that each BLEU of the table can be scored again.
+# `--acvi-train-samples 0 --mc-samples 0`, variant `acvi-det`); on request also fairseq's own `lstm`
+# at the same size and the other context inferences (`none`, `structured`, `variational`, `ved`).
+# The presets as they are, 20 epochs without early stopping, decoded by recipes/mt_multi30k.sh
+# (valid, test2016, test2017; beam 10), then the report with every run's hypotheses kept beside it,
+# so that each BLEU of the table can be scored again.
 # Usage (repository root); one process per variant list, two processes use both cores:
 #   VARIANTS="soft acvi-det" bash experiments/multi30k_main_table.sh
 #   VARIANTS="acvi" bash experiments/multi30k_main_table.sh
@@ -13,14 +14,16 @@
 # Each run trains in $RUNS/$PAIR/<variant>_seed<N> and resumes from its checkpoint_last.pt.
 # KEPT: folders that hold runs kept by earlier reports (a results page's outputs/<pair>/): a run
 # found there (KEPT/<variant>_seed<N>), decoded on all three splits, is not trained again, and the
-# report reads it from there (a kept run is a run folder for the report: its hypotheses, scores and train.log lines).
-# The report pairs the variants seed by seed: the paired bootstrap interval of ACVI minus `soft`,
-# the control minus `soft`, ACVI minus the control and `soft` minus fairseq's `lstm` on every split
-# (mt_report --intervals, from the hypotheses and the references in REFS_DIR), for the pairs
-# VARIANTS holds.
-# Options: VARIANTS (soft acvi acvi-det; also lstm), SEEDS (1 2 3), PAIR (en_de | en_fr), STAGE
-# (train | report | all), RUNS (runs/multi30k), KEPT (space-separated folders), OUT (the report's
-# folder; STAGE=report and all), REFS_DIR (data-bin/multi30k_$PAIR/raw: the references of the intervals).
+# report reads it from there (a kept run is a run folder for the report: its hypotheses, scores
+# and train.log lines).
+# The report pairs the variants seed by seed, for the pairs VARIANTS holds: the paired bootstrap
+# interval of ACVI minus `soft`, the control minus `soft`, ACVI minus the control, `soft` minus
+# fairseq's `lstm` and each of `structured`, `variational`, `ved` minus `soft`, on every split
+# (mt_report --intervals, from the hypotheses and the references in REFS_DIR).
+# Options: VARIANTS (soft acvi acvi-det; also lstm none structured variational ved), SEEDS (1 2 3),
+# PAIR (en_de | en_fr), STAGE (train | report | all), RUNS (runs/multi30k), KEPT (space-separated
+# folders), OUT (the report's folder; STAGE=report and all), REFS_DIR (data-bin/multi30k_$PAIR/raw:
+# the references of the intervals).
 # About 1.5-2.5 h per run on one core.
 set -euo pipefail
 VARIANTS="${VARIANTS:-soft acvi acvi-det}"
@@ -35,8 +38,9 @@ PYTHON="${PYTHON:-python}"
 case "$STAGE" in train|report|all) ;; *) echo "error: STAGE=$STAGE: train, report or all" >&2; exit 2 ;; esac
 case "$PAIR" in en_de|en_fr) ;; *) echo "error: PAIR=$PAIR: en_de or en_fr" >&2; exit 2 ;; esac
 for v in $VARIANTS; do
-  case "$v" in soft|acvi|acvi-det|lstm) ;;
-    *) echo "error: VARIANTS: '$v' is not soft, acvi, acvi-det or lstm" >&2; exit 2 ;; esac
+  case "$v" in soft|acvi|acvi-det|lstm|none|structured|variational|ved) ;;
+    *) echo "error: VARIANTS: '$v' is not one of soft acvi acvi-det lstm none structured" \
+         "variational ved" >&2; exit 2 ;; esac
 done
 [[ "$STAGE" == train || -n "$OUT" ]] || { echo "error: OUT: the report's folder is needed with STAGE=$STAGE" >&2; exit 2; }
 for k in $KEPT; do [[ -d "$k" ]] || { echo "error: KEPT: $k: no such folder" >&2; exit 2; }; done
@@ -75,7 +79,7 @@ if [[ "$STAGE" != train ]]; then
   done
   base=(); [[ " $VARIANTS " == *" soft "* ]] && base=(--paired-base soft)
   pairs=()
-  for p in soft:acvi soft:acvi-det acvi-det:acvi lstm:soft; do
+  for p in soft:acvi soft:acvi-det acvi-det:acvi lstm:soft soft:structured soft:variational soft:ved; do
     [[ " $VARIANTS " == *" ${p%%:*} "* && " $VARIANTS " == *" ${p##*:} "* ]] && pairs+=("$p")
   done
   intervals=(); [[ ${#pairs[@]} -gt 0 ]] && intervals=(--intervals "${pairs[@]}" --refs-dir "$REFS_DIR")

@@ -259,8 +259,8 @@ def test_the_main_table_script_reads_kept_runs_instead_of_training_them(tmp_path
     res = run(STAGE="report", OUT=str(out), VARIANTS="soft acvi-det")
     assert res.returncode == 2
     assert "acvi-det seed 1: neither" in res.stderr and "holds its three decodes" in res.stderr
-    res = run(VARIANTS="soft structured")
-    assert res.returncode == 2 and "VARIANTS: 'structured' is not soft, acvi, acvi-det or lstm" in res.stderr
+    res = run(VARIANTS="soft sparsemax")
+    assert res.returncode == 2 and "VARIANTS: 'sparsemax' is not one of soft acvi" in res.stderr
     res = run(PAIR="de_en")
     assert res.returncode == 2 and "PAIR=de_en: en_de or en_fr" in res.stderr
     res = run(STAGE="report")

@@ -8,7 +8,7 @@
 # Every variable, the outputs and the cost: docs/recipes/mt_normalizers.md
 set -euo pipefail
 
-NORMALIZERS="${NORMALIZERS:-softmax sparsemax entmax15 csparsemax}"
+NORMALIZERS="${NORMALIZERS-softmax sparsemax entmax15 csparsemax}"   # may be empty with CNNDM=1
 CONTEXT="${CONTEXT:-soft}"
 PAIR="${PAIR:-en_de}"
 SEEDS="${SEEDS:-1 2 3}"
@@ -29,10 +29,13 @@ REPORT_DIR="${REPORT_DIR:-}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
 SOFTMAX_FROM="${SOFTMAX_FROM:-}"
 DECODE_SWAP="${DECODE_SWAP-sparsemax entmax15}"
+SKIP_DONE="${SKIP_DONE:-0}"
 PYTHON="${PYTHON:-python}"
 source "$(dirname "$0")/lib_check.sh"
 
-check_choice_list NORMALIZERS ' ' softmax sparsemax entmax15 csoftmax csparsemax
+if [[ -n "$NORMALIZERS" || ( "$CNNDM" != "1" && "$REPORT_ONLY" != "1" ) ]]; then
+  check_choice_list NORMALIZERS ' ' softmax sparsemax entmax15 csoftmax csparsemax
+fi
 check_choice CONTEXT soft acvi ved
 check_choice FERTILITY fixed predicted
 check_nonneg_number FERTILITY_VALUE EXHAUSTION
@@ -42,6 +45,7 @@ check_int_list PICTURE_IDS
 check_choice CNNDM 0 1
 check_int_list SEEDS
 check_choice REPORT_ONLY 0 1
+check_choice SKIP_DONE 0 1
 [[ -n "$DECODE_SWAP" ]] && check_choice_list DECODE_SWAP ' ' sparsemax entmax15 csoftmax csparsemax
 if [[ "$REPORT_ONLY" == "1" && -z "$REPORT_DIR" ]]; then
   echo "[recipe] error: REPORT_DIR must be a folder with REPORT_ONLY=1, got ''" >&2; exit 2
@@ -72,12 +76,19 @@ for item in $CNNDM_RUNS; do
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
   STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
-  CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP PYTHON
+  CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP SKIP_DONE PYTHON
 
 attention_measures() {  # attention_measures RUN [OVERRIDES]: attention statistics and pictures of
   # RUN's checkpoint on STATS_SPLIT, decoded with the model overrides OVERRIDES when given
-  local run="$1" over=()
+  local run="$1" over=() made
   [[ -n "${2:-}" ]] && over=(--model-overrides "$2")
+  if [[ "$SKIP_DONE" == "1" ]]; then   # both made after the checkpoint: kept
+    made=1
+    for f in "$run/attention_stats_$STATS_SPLIT.json" "$run/pictures/attention.json"; do
+      [[ -f "$f" && "$f" -nt "$run/checkpoint_best.pt" ]] || made=0
+    done
+    (( made )) && { echo "[recipe] kept (SKIP_DONE=1): $run/attention_stats_$STATS_SPLIT.json"; return 0; }
+  fi
   "$PYTHON" -m fairseq_acvi.metrics.attention_stats --data "$DATA_BIN" --path "$run/checkpoint_best.pt" \
     --subset "$STATS_SPLIT" --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 ${over[@]+"${over[@]}"} \
     --records-out "$run/attention_$STATS_SPLIT.json" --out "$run/attention_stats_$STATS_SPLIT.json"
@@ -108,7 +119,7 @@ for NORM in $NORMALIZERS; do
     done
   else
     CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
-      PYTHON="$PYTHON" ABLATE=0 bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
+      PYTHON="$PYTHON" ABLATE=0 SKIP_DONE="$SKIP_DONE" bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
   fi
   for SEED in $SEEDS; do attention_measures "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"; done
 done

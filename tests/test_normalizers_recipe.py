@@ -41,6 +41,8 @@ def test_dry_run_prints_the_resolved_settings(tmp_path):
                                         ({"SEEDS": "1 two"}, "SEEDS"),
                                         ({"FERTILITY_VALUE": "two"}, "FERTILITY_VALUE"),
                                         ({"CONTEXT": "structured"}, "CONTEXT"),
+                                        ({"NORMALIZERS": ""}, "NORMALIZERS"),
+                                        ({"SKIP_DONE": "yes"}, "SKIP_DONE"),
                                         ({"CNNDM_RUNS": "csparsemax:yes"}, "CNNDM_RUNS"),
                                         ({"CNNDM_RUNS": "softmax:1 softmax:0"}, "CNNDM_RUNS")])
 def test_a_bad_variable_stops_the_recipe_before_any_work(tmp_path, given, name):
@@ -53,8 +55,8 @@ def test_a_bad_variable_stops_the_recipe_before_any_work(tmp_path, given, name):
 
 def test_the_page_documents_every_variable():
     text = RECIPE.read_text()
-    names = set(re.findall(r'^([A-Z][A-Z0-9_]*)="\$\{\1:-', text, flags=re.M))
-    assert {"NORMALIZERS", "FERTILITY", "CNNDM_RUNS"} <= names
+    names = set(re.findall(r'^([A-Z][A-Z0-9_]*)="\$\{\1:?-', text, flags=re.M))
+    assert {"NORMALIZERS", "FERTILITY", "CNNDM_RUNS", "DECODE_SWAP", "SKIP_DONE"} <= names
     doc = (REPO / "docs" / "recipes" / "mt_normalizers.md").read_text()
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", doc))
     assert names - documented == set()
@@ -189,3 +191,63 @@ def test_a_bad_decode_swap_stops_the_recipe(tmp_path):
     proc, marker, work = _run({"DECODE_SWAP": "sparse"}, tmp_path)
     assert proc.returncode == 2 and "DECODE_SWAP must be" in proc.stderr
     assert not marker.exists()
+
+
+# -- the CNN/DM runs alone, and carrying on after an interruption (SKIP_DONE) ------------------------
+def test_an_empty_normalizers_with_cnndm_trains_cnndm_only(tmp_path):
+    data = tmp_path / "cnndm"
+    data.mkdir()
+    (data / "dict.src.txt").write_text("a 1\n")
+    (data / "test.article").write_text("a\n")
+    proc, marker, _ = _run({"NORMALIZERS": "", "DECODE_SWAP": "", "CNNDM": "1", "CNNDM_DATA": str(data),
+                            "CNNDM_RUNS": "csparsemax:0"}, tmp_path)
+    calls = marker.read_text().splitlines()
+    assert not any("multi30k" in c or "attention_stats" in c for c in calls), calls
+    trains = [c for c in calls if c.startswith("-m fairseq_cli.train")]
+    assert trains and all(str(data) in c and "--attention-normalizer csparsemax" in c for c in trains)
+
+
+def _finished_run(work, seed, *, measured):
+    """runs/normalizers/en_de/soft-sparsemax_seed<seed> with its three decodes after the checkpoint,
+    and (measured) the attention statistics and pictures after them."""
+    run = work / "runs" / "normalizers" / "en_de" / f"soft-sparsemax_seed{seed}"
+    (run / "pictures").mkdir(parents=True)
+    (run / "checkpoint_best.pt").write_bytes(b"w")
+    (run / "checkpoint_last.pt").write_bytes(b"w")
+    os.utime(run / "checkpoint_best.pt", (1e9, 1e9))
+    os.utime(run / "checkpoint_last.pt", (1e9, 1e9))
+    for split in ("valid", "test2016", "test2017"):
+        (run / f"bleu_{split}.json").write_text('{"bleu_tok": 30.0}')
+    if measured:
+        (run / "attention_stats_test2016.json").write_text("{}")
+        (run / "pictures" / "attention.json").write_text("{}")
+    return run
+
+
+@pytest.mark.parametrize("skip_done", ["0", "1"])
+def test_skip_done_keeps_the_attention_statistics_made_after_the_checkpoint(tmp_path, skip_done):
+    marker = tmp_path / "STARTED"
+    fake = tmp_path / "fake_python"
+    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    _finished_run(work, 1, measured=True)
+    _finished_run(work, 2, measured=False)
+    env = dict(os.environ, PYTHON=str(fake), NORMALIZERS="sparsemax", SEEDS="1 2", DECODE_SWAP="",
+               SKIP_DONE=skip_done, TRAIN="0", DATA_BIN=str(work / "data-bin"))
+    (work / "data-bin").mkdir()
+    (work / "data-bin" / "dict.en.txt").write_text("a 1\n")
+    (work / "data-bin" / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}')
+    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    calls = marker.read_text().splitlines()
+    stats = [c for c in calls if "attention_stats" in c]
+    gens = [c for c in calls if "fairseq_cli.generate" in c]
+    if skip_done == "1":
+        assert len(stats) == 1 and "soft-sparsemax_seed2/" in stats[0], stats
+        assert "kept (SKIP_DONE=1): runs/normalizers/en_de/soft-sparsemax_seed1/attention_stats_test2016.json" \
+            in proc.stdout
+        assert gens == []                                   # the decodes are kept too
+    else:
+        assert len(stats) == 2 and len(gens) == 6

@@ -37,10 +37,9 @@ REFS_DIR="${REFS_DIR:-data-bin/multi30k_$PAIR/raw}"
 PYTHON="${PYTHON:-python}"
 case "$STAGE" in train|report|all) ;; *) echo "error: STAGE=$STAGE: train, report or all" >&2; exit 2 ;; esac
 case "$PAIR" in en_de|en_fr) ;; *) echo "error: PAIR=$PAIR: en_de or en_fr" >&2; exit 2 ;; esac
+KNOWN="soft acvi acvi-det lstm none structured variational ved"
 for v in $VARIANTS; do
-  case "$v" in soft|acvi|acvi-det|lstm|none|structured|variational|ved) ;;
-    *) echo "error: VARIANTS: '$v' is not one of soft acvi acvi-det lstm none structured" \
-         "variational ved" >&2; exit 2 ;; esac
+  [[ " $KNOWN " == *" $v "* ]] || { echo "error: VARIANTS: '$v' is not one of $KNOWN" >&2; exit 2; }
 done
 [[ "$STAGE" == train || -n "$OUT" ]] || { echo "error: OUT: the report's folder is needed with STAGE=$STAGE" >&2; exit 2; }
 for k in $KEPT; do [[ -d "$k" ]] || { echo "error: KEPT: $k: no such folder" >&2; exit 2; }; done

@@ -12,11 +12,17 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "mt_normalizers.sh"
 
 
-def _run(env_extra, tmp_path, *args):
+def _fake_python(tmp_path):
+    """A PYTHON that only appends its arguments to tmp_path/STARTED: (the script, that file)."""
     marker = tmp_path / "STARTED"
     fake = tmp_path / "fake_python"
     fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
     fake.chmod(0o755)
+    return fake, marker
+
+
+def _run(env_extra, tmp_path, *args):
+    fake, marker = _fake_python(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, PYTHON=str(fake), **env_extra)
@@ -150,10 +156,7 @@ def test_cnndm_args_reach_the_cnndm_trainings_only(tmp_path):
 
 # -- DECODE_SWAP: the softmax models decoded with another normaliser ---------------------------------
 def test_decode_swap_decodes_the_softmax_models_with_overrides_and_trains_nothing(tmp_path):
-    marker = tmp_path / "STARTED"
-    fake = tmp_path / "fake_python"
-    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
-    fake.chmod(0o755)
+    fake, marker = _fake_python(tmp_path)
     work = tmp_path / "work"
     run = work / "runs" / "normalizers" / "en_de" / "soft-softmax-decoded-sparsemax_seed1"
     run.mkdir(parents=True)
@@ -226,10 +229,7 @@ def _finished_run(work, seed, *, measured):
 
 @pytest.mark.parametrize("skip_done", ["0", "1"])
 def test_skip_done_keeps_the_attention_statistics_made_after_the_checkpoint(tmp_path, skip_done):
-    marker = tmp_path / "STARTED"
-    fake = tmp_path / "fake_python"
-    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
-    fake.chmod(0o755)
+    fake, marker = _fake_python(tmp_path)
     work = tmp_path / "work"
     _finished_run(work, 1, measured=True)
     _finished_run(work, 2, measured=False)

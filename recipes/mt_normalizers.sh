@@ -26,6 +26,7 @@ CNNDM_DATA="${CNNDM_DATA:-data-bin/cnndm}"
 CNNDM_SUBSET="${CNNDM_SUBSET:-test}"
 CNNDM_ARGS="${CNNDM_ARGS:-}"
 REPORT_DIR="${REPORT_DIR:-}"
+KEEP="${KEEP:-}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
 SOFTMAX_FROM="${SOFTMAX_FROM:-}"
 DECODE_SWAP="${DECODE_SWAP-sparsemax entmax15}"
@@ -59,11 +60,13 @@ if [[ -n "$SOFTMAX_FROM" && $# -gt 0 ]]; then   # they would train the other nor
     "with MAX_EPOCH / PATIENCE, got extra arguments: $*" >&2
   exit 2
 fi
-case "${REPORT_DIR%/}/" in
-  "${RUNS%/}/$PAIR/"*)   # the report keeps run.json copies there: they would be read as runs
-    echo "[recipe] error: REPORT_DIR must be outside RUNS/PAIR ($RUNS/$PAIR), got '$REPORT_DIR'" >&2
-    exit 2 ;;
-esac
+for name in REPORT_DIR KEEP; do
+  case "${!name%/}/" in
+    "${RUNS%/}/$PAIR/"*)   # run.json copies are kept there: they would be read as runs
+      echo "[recipe] error: $name must be outside RUNS/PAIR ($RUNS/$PAIR), got '${!name}'" >&2
+      exit 2 ;;
+  esac
+done
 prev_cov0=""
 for item in $CNNDM_RUNS; do
   [[ "$item" == *:1 && " $prev_cov0 " != *" ${item%%:*}:0 "* && " $CNNDM_RUNS " == *" ${item%%:*}:0 "* ]] && {
@@ -76,7 +79,7 @@ for item in $CNNDM_RUNS; do
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
   STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
-  CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP SKIP_DONE PYTHON
+  CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP SKIP_DONE KEEP PYTHON
 
 attention_measures() {  # attention_measures RUN [OVERRIDES]: attention statistics and pictures of
   # RUN's checkpoint on STATS_SPLIT, decoded with the model overrides OVERRIDES when given
@@ -98,6 +101,24 @@ attention_measures() {  # attention_measures RUN [OVERRIDES]: attention statisti
     ${over[@]+"${over[@]}"} --out-dir "$run/pictures"
   echo "[recipe] attention statistics: $run/attention_stats_$STATS_SPLIT.json"
 }
+kept() {  # kept NAME: NAME's run kept in KEEP, decoded on every split and measured
+  local k="$KEEP/outputs/$PAIR/$1" f
+  [[ -n "$KEEP" ]] || return 1
+  for f in bleu_valid.json bleu_test2016.json bleu_test2017.json "attention_stats_$STATS_SPLIT.json"; do
+    [[ -f "$k/$f" ]] || return 1
+  done
+}
+not_kept() {  # not_kept TAG: the seeds of SEEDS whose ${CONTEXT}-TAG run KEEP does not hold
+  local seed todo=""
+  for seed in $SEEDS; do
+    if kept "${CONTEXT}-$1_seed$seed"; then echo "[recipe] kept in $KEEP: ${CONTEXT}-$1_seed$seed" >&2
+    else todo+=" $seed"; fi
+  done
+  echo "${todo# }"
+}
+keep() {  # keep RUN: RUN's hypotheses, scores, statistics and pictures into KEEP (when set)
+  [[ -z "$KEEP" ]] || "$PYTHON" -m fairseq_acvi.mt_eval.kept_outputs "$1" --out-dir "$KEEP" --pictures
+}
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
   if [[ "$1" == csoftmax || "$1" == csparsemax ]]; then
@@ -109,19 +130,24 @@ norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normalis
 for NORM in $NORMALIZERS; do
   [[ "$REPORT_ONLY" == "1" ]] && break
   norm_args "$NORM"
+  todo=$(not_kept "$NORM")
+  [[ -z "$todo" ]] && continue
   if [[ "$NORM" == softmax && -n "$SOFTMAX_FROM" ]]; then
     # softmax is the default normaliser: the finished runs of the results tables, checked to have
     # the budget of the others (MAX_EPOCH, PATIENCE: recipes/mt_multi30k.sh's defaults 12 and 3)
-    for SEED in $SEEDS; do
+    for SEED in $todo; do
       "$PYTHON" -m fairseq_acvi.mt_eval.reuse_run "$SOFTMAX_FROM/${CONTEXT}_seed$SEED" \
         "$RUNS/$PAIR/${CONTEXT}-softmax_seed$SEED" --tag softmax --context "$CONTEXT" \
         --max-epoch "${MAX_EPOCH:-12}" --patience "${PATIENCE:-3}"
     done
   else
-    CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$SEEDS" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
+    CONTEXT="$CONTEXT" PAIR="$PAIR" SEEDS="$todo" TAG="$NORM" RUNS="$RUNS" DATA_BIN="$DATA_BIN" \
       PYTHON="$PYTHON" ABLATE=0 SKIP_DONE="$SKIP_DONE" bash "$(dirname "$0")/mt_multi30k.sh" "${args[@]}" "$@"
   fi
-  for SEED in $SEEDS; do attention_measures "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"; done
+  for SEED in $todo; do
+    attention_measures "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
+    keep "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
+  done
 done
 
 # the softmax models decoded with each DECODE_SWAP normaliser in place of softmax, no retraining
@@ -130,7 +156,7 @@ for N in $DECODE_SWAP; do
   [[ "$REPORT_ONLY" == "1" ]] && break
   TAGN="softmax-decoded-$N"
   swap_seeds=""
-  for SEED in $SEEDS; do   # the seeds with a softmax run (NORMALIZERS may have left softmax out)
+  for SEED in $(not_kept "$TAGN"); do   # the seeds with a softmax run (NORMALIZERS may have left softmax out)
     if [[ -f "$RUNS/$PAIR/${CONTEXT}-softmax_seed$SEED/run.json" ]]; then swap_seeds+=" $SEED"
     else echo "[recipe] DECODE_SWAP $N: no softmax run of seed $SEED in $RUNS/$PAIR: skipped"; fi
   done
@@ -148,6 +174,7 @@ for N in $DECODE_SWAP; do
     bash "$(dirname "$0")/mt_multi30k.sh"
   for SEED in $swap_seeds; do
     attention_measures "$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED" "{'attention_normalizer': '$N'}"
+    keep "$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
   done
 done
 
@@ -169,11 +196,20 @@ if [[ "$CNNDM" == "1" && "$REPORT_ONLY" == "0" ]]; then
 fi
 
 if [[ -n "$REPORT_DIR" ]]; then
+  # the runs: RUNS/PAIR's, and those kept in KEEP that RUNS/PAIR does not hold (a new machine)
+  report_runs=()
+  [[ -d "$RUNS/$PAIR" || -z "$KEEP" ]] && report_runs=("$RUNS/$PAIR")
+  if [[ -n "$KEEP" ]]; then
+    for k in "$KEEP/outputs/$PAIR"/*/; do
+      k="${k%/}"
+      [[ -f "$k/run.json" && ! -f "$RUNS/$PAIR/${k##*/}/run.json" ]] && report_runs+=("$k")
+    done
+  fi
   # the BLEU tables with the hypotheses kept, then the normalisers' table beside them
-  "$PYTHON" -m fairseq_acvi.cli.mt_report "$RUNS/$PAIR" --out-dir "$REPORT_DIR" --keep-outputs
+  "$PYTHON" -m fairseq_acvi.cli.mt_report "${report_runs[@]}" --out-dir "$REPORT_DIR" --keep-outputs
   cnndm=()
   [[ "$CNNDM" == "1" ]] && cnndm=(--cnndm "$RUNS/cnndm" --cnndm-subset "$CNNDM_SUBSET")
-  "$PYTHON" -m fairseq_acvi.cli.normalizers_report "$RUNS/$PAIR" --refs-dir "$DATA_BIN/raw" \
+  "$PYTHON" -m fairseq_acvi.cli.normalizers_report "${report_runs[@]}" --refs-dir "$DATA_BIN/raw" \
     --out-dir "$REPORT_DIR" --split "$STATS_SPLIT" ${cnndm[@]+"${cnndm[@]}"}
   echo "[recipe] report: $REPORT_DIR/report.md, $REPORT_DIR/normalizers.md"
 fi

@@ -251,3 +251,75 @@ def test_skip_done_keeps_the_attention_statistics_made_after_the_checkpoint(tmp_
         assert gens == []                                   # the decodes are kept too
     else:
         assert len(stats) == 2 and len(gens) == 6
+
+
+# -- KEEP: each finished run kept in a results page, so that it outlives the machine ---------------
+def _kept_run(work, name):
+    """KEEP=kept's copy of run NAME: its three scores and the attention statistics."""
+    k = work / "kept" / "outputs" / "en_de" / name
+    k.mkdir(parents=True)
+    (k / "run.json").write_text("{}")
+    for f in ("bleu_valid.json", "bleu_test2016.json", "bleu_test2017.json", "attention_stats_test2016.json"):
+        (k / f).write_text("{}")
+    return k
+
+
+def test_keep_skips_the_kept_runs_and_keeps_each_new_one_once_measured(tmp_path):
+    fake, marker = _fake_python(tmp_path)
+    work = tmp_path / "work"
+    _kept_run(work, "soft-sparsemax_seed1")
+    _finished_run(work, 2, measured=False)            # seed 2: decoded here, not measured yet
+    env = dict(os.environ, PYTHON=str(fake), NORMALIZERS="sparsemax", SEEDS="1 2", DECODE_SWAP="",
+               SKIP_DONE="1", TRAIN="0", KEEP="kept", DATA_BIN=str(work / "data-bin"))
+    (work / "data-bin").mkdir()
+    (work / "data-bin" / "dict.en.txt").write_text("a 1\n")
+    (work / "data-bin" / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}')
+    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "[recipe] kept in kept: soft-sparsemax_seed1" in proc.stderr
+    calls = marker.read_text().splitlines()
+    assert not any("seed1" in c for c in calls), calls             # nothing made again for seed 1
+    stats = [i for i, c in enumerate(calls) if "attention_stats" in c]
+    keeps = [i for i, c in enumerate(calls) if "kept_outputs" in c]
+    assert len(stats) == 1 and keeps == [len(calls) - 1] and stats[0] < keeps[0]
+    assert calls[-1] == ("-m fairseq_acvi.mt_eval.kept_outputs runs/normalizers/en_de/soft-sparsemax_seed2 "
+                         "--out-dir kept --pictures")
+
+
+def test_report_only_reads_the_kept_runs_that_runs_does_not_hold(tmp_path):
+    fake, marker = _fake_python(tmp_path)
+    work = tmp_path / "work"
+    _kept_run(work, "soft-sparsemax_seed1")
+    _kept_run(work, "soft-sparsemax_seed2")
+    _finished_run(work, 2, measured=True)
+    (work / "runs" / "normalizers" / "en_de" / "soft-sparsemax_seed2" / "run.json").write_text("{}")
+    env = dict(os.environ, PYTHON=str(fake), REPORT_ONLY="1", REPORT_DIR="rep", KEEP="kept")
+    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    roots = "runs/normalizers/en_de kept/outputs/en_de/soft-sparsemax_seed1"  # seed 2: the live run
+    assert marker.read_text().splitlines() == [
+        f"-m fairseq_acvi.cli.mt_report {roots} --out-dir rep --keep-outputs",
+        f"-m fairseq_acvi.cli.normalizers_report {roots} --refs-dir data-bin/multi30k_en_de/raw "
+        "--out-dir rep --split test2016"]
+
+
+def test_a_new_machine_reports_from_the_kept_runs_alone(tmp_path):
+    fake, marker = _fake_python(tmp_path)
+    work = tmp_path / "work"
+    _kept_run(work, "soft-softmax_seed1")
+    env = dict(os.environ, PYTHON=str(fake), REPORT_ONLY="1", REPORT_DIR="kept", KEEP="kept")
+    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.read_text().splitlines()[0] == (
+        "-m fairseq_acvi.cli.mt_report kept/outputs/en_de/soft-softmax_seed1 --out-dir kept --keep-outputs")
+
+
+def test_keep_must_lie_outside_the_runs(tmp_path):
+    proc, marker, work = _run({"KEEP": "runs/normalizers/en_de/k"}, tmp_path)
+    assert proc.returncode == 2
+    assert "[recipe] error: KEEP must be outside RUNS/PAIR (runs/normalizers/en_de), got " \
+           "'runs/normalizers/en_de/k'" in proc.stderr
+    assert not marker.exists() and list(work.iterdir()) == []

@@ -12,6 +12,7 @@ import pytest
 import sacrebleu
 
 from fairseq_acvi.cli import normalizers_report
+from fairseq_acvi.mt_eval import kept_outputs
 from fairseq_acvi.mt_eval.kept_outputs import keep_outputs
 from fairseq_acvi.mt_eval.normalizer_table import collect, markdown
 from fairseq_acvi.mt_eval.runs import find_runs
@@ -247,6 +248,31 @@ def test_copies_kept_in_the_report_folder_are_not_runs(fake):
                                     "--out-dir", str(out), "--resamples", "10"]) == 0
     res = json.loads((out / "normalizers.json").read_text(encoding="utf-8"))["mt"]
     assert [r["n"] for r in res["rows"]] == [3, 3, 3, 3] and len(res["runs"]) == 12
+
+
+def test_runs_kept_by_the_recipe_give_the_same_report_on_a_new_machine(fake):
+    """Every finished run kept as recipes/mt_normalizers.sh KEEP keeps it (kept_outputs --pictures),
+    the run folders gone: the kept runs, given as roots, make the same table, pictures linked."""
+    live = fake["tmp"] / "live"
+    assert normalizers_report.main([str(fake["root"]), "--refs-dir", str(fake["refs"]),
+                                    "--out-dir", str(live), "--resamples", "50"]) == 0
+    page = fake["tmp"] / "page"
+    finished = [str(fake["root"] / f"soft-{n}_seed{s}") for n in RATES for s in (1, 2, 3)]
+    assert kept_outputs.main([*finished, "--out-dir", str(page), "--pictures"]) == 0
+    shutil.rmtree(fake["root"])
+    kept = sorted(str(p) for p in (page / "outputs" / "en_de").iterdir())
+    assert len(kept) == 12
+    assert normalizers_report.main([*kept, "--refs-dir", str(fake["refs"]), "--out-dir", str(page),
+                                    "--resamples", "50"]) == 0
+    before = json.loads((live / "normalizers.json").read_text(encoding="utf-8"))["mt"]
+    after = json.loads((page / "normalizers.json").read_text(encoding="utf-8"))["mt"]
+    assert [r["n"] for r in after["rows"]] == [3, 3, 3, 3]
+    for b, a in zip(before["rows"], after["rows"]):
+        assert (a["normalizer"], a["bleu"], a["rep_per_100"]) == (b["normalizer"], b["bleu"], b["rep_per_100"])
+        for sb, sa in zip(b.get("paired_seeds", []), a.get("paired_seeds", [])):
+            assert sa["bootstrap"]["test2016"]["low"] == sb["bootstrap"]["test2016"]["low"]
+    assert (page / "outputs" / "en_de" / "soft-softmax_seed1" / "pictures" / "sentence_0.png").is_file()
+    assert "outputs/en_de/soft-softmax_seed1/pictures" in (page / "normalizers.md").read_text(encoding="utf-8")
 
 
 def _cnndm(root, runs):

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m fairseq_acvi.cli.normalizers_report runs/normalizers/en_de \\
+    python -m fairseq_acvi.cli.normalizers_report runs/normalizers/en_de [KEPT_RUN ...] \\
         --refs-dir data-bin/multi30k_en_de/raw --out-dir docs/results/normalizers_DATE \\
         [--split test2016] [--cnndm runs/normalizers/cnndm]
 
@@ -35,8 +35,9 @@ from fairseq_acvi.summ_eval import normalizer_runs
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("runs", help="one pair's run folders (RUNS/<pair> of recipes/mt_normalizers.sh), "
-                                "searched recursively")
+    p.add_argument("runs", nargs="+",
+                   help="one pair's run folders (RUNS/<pair> of recipes/mt_normalizers.sh, and runs "
+                        "kept in a results page's outputs/<pair>/), searched recursively")
     p.add_argument("--refs-dir", required=True,
                    help="the raw references, <split>.<tgt> (the data-bin's raw/ folder)")
     p.add_argument("--out-dir", required=True, help="writes normalizers.md and normalizers.json here")
@@ -52,15 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _under(path: str, folder: str) -> bool:
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([path, folder]) == folder
+
+
+def _runs(roots, out_dir):
+    """The runs under ``roots``. The copies that this report keeps in ``OUT/outputs/`` are not runs
+    of their own when found by walking a folder above them (OUT under RUNS); a root inside
+    ``OUT/outputs/`` names kept runs, which count."""
+    kept = os.path.join(out_dir, "outputs")
+    return [r for root in roots for r in find_runs([root])
+            if _under(root, kept) or not _under(r["dir"], kept)]
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.resamples < 1 or not 0 < args.level < 1:
             raise ReportError("--resamples must be >= 1 and --level between 0 and 1")
-        # copies kept in OUT/outputs/ (when OUT lies under RUNS) are not runs of their own
-        kept = os.path.realpath(os.path.join(args.out_dir, "outputs"))
-        runs = [r for r in find_runs([args.runs])
-                if os.path.commonpath([os.path.realpath(r["dir"]), kept]) != kept]
+        runs = _runs(args.runs, args.out_dir)
         table = collect(runs, args.refs_dir, args.split, kept=args.out_dir,
                         n_resamples=args.resamples, level=args.level)
         cnndm = (normalizer_runs.collect(args.cnndm, args.cnndm_subset) if args.cnndm else None)

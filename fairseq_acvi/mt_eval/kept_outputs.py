@@ -19,14 +19,24 @@ For each run read from a folder, ``OUT/outputs/<pair>/<variant>_seed<N>/`` recei
 kept file as it is (the package's text readers decompress a ``.gz`` name:
 :func:`fairseq_acvi.data.text_lines.read_bytes`) and gives the ``bleu_*.json`` figures again.
 Runs taken from ``--merge`` have no folder, and keep what their own report kept.
+
+A recipe keeps a run the moment it is finished, so that it outlives the machine it was trained on
+(recipes/mt_normalizers.sh ``KEEP``); ``--pictures`` also keeps the run's ``pictures/``, which
+the normalisers' table links::
+
+    python -m fairseq_acvi.mt_eval.kept_outputs runs/normalizers/en_de/soft-entmax15_seed1 \
+        --out-dir docs/results/normalizers_DATE --pictures
 """
+import argparse
 import glob
 import os
 import shutil
-from typing import List
+import sys
+from typing import List, Optional
 
 from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
 from fairseq_acvi.mt_eval.logs import ReportError, report_lines
+from fairseq_acvi.mt_eval.runs import find_runs
 
 
 def hypothesis_lines(gen_path: str) -> List[str]:
@@ -40,9 +50,9 @@ def run_output_dir(out_dir: str, run: dict) -> str:
     return os.path.join(out_dir, "outputs", run["pair"], f"{run['variant']}_seed{run['seed']}")
 
 
-def keep_outputs(runs: List[dict], out_dir: str) -> List[str]:
-    """Copy the hypotheses and scores of every run that has a folder (see the module docstring);
-    the folders written. A run read from an earlier report's kept folder is copied as it was kept
+def keep_outputs(runs: List[dict], out_dir: str, pictures: bool = False) -> List[str]:
+    """Copy the hypotheses and scores of every run that has a folder (see the module docstring),
+    and with ``pictures`` its ``pictures/`` folder when it has one; the folders written. A run read from an earlier report's kept folder is copied as it was kept
     (and left alone when it is the folder being written). A run whose folder holds a
     ``bleu_<decode>.json`` but not the ``gen_<decode>.txt`` (or kept ``.txt.gz``) it was computed
     from raises :class:`ReportError` naming both: a report that keeps outputs keeps all of them."""
@@ -76,4 +86,28 @@ def keep_outputs(runs: List[dict], out_dir: str) -> List[str]:
                 raise ReportError(f"{bleu}: its hypotheses {gen} are missing (--keep-outputs "
                                   f"keeps what every BLEU was computed from)")
             shutil.copyfile(bleu, os.path.join(dest, os.path.basename(bleu)))
+        if pictures and os.path.isdir(os.path.join(run_dir, "pictures")):
+            shutil.copytree(os.path.join(run_dir, "pictures"), os.path.join(dest, "pictures"),
+                            dirs_exist_ok=True)
     return written
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description="keep finished runs' hypotheses, scores and train.log "
+                                            "lines in OUT/outputs/<pair>/<variant>_seed<N>/")
+    p.add_argument("runs", nargs="+", help="run folders (or folders holding them)")
+    p.add_argument("--out-dir", required=True, help="the results page the runs are kept in")
+    p.add_argument("--pictures", action="store_true", help="also keep each run's pictures/")
+    args = p.parse_args(argv)
+    try:
+        written = keep_outputs(find_runs(args.runs), args.out_dir, pictures=args.pictures)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for dest in written:
+        print(f"[kept_outputs] {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -117,7 +117,7 @@ not_kept() {  # not_kept TAG: the seeds of SEEDS whose ${CONTEXT}-TAG run KEEP d
   echo "${todo# }"
 }
 keep() {  # keep RUN: RUN's hypotheses, scores, statistics and pictures into KEEP (when set)
-  [[ -z "$KEEP" ]] || "$PYTHON" -m fairseq_acvi.mt_eval.kept_outputs "$1" --out-dir "$KEEP" --pictures
+  [[ -z "$KEEP" ]] || "$PYTHON" -m fairseq_acvi.cli.keep_runs "$1" --out-dir "$KEEP" --pictures
 }
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")

@@ -281,9 +281,9 @@ def test_keep_skips_the_kept_runs_and_keeps_each_new_one_once_measured(tmp_path)
     calls = marker.read_text().splitlines()
     assert not any("seed1" in c for c in calls), calls             # nothing made again for seed 1
     stats = [i for i, c in enumerate(calls) if "attention_stats" in c]
-    keeps = [i for i, c in enumerate(calls) if "kept_outputs" in c]
+    keeps = [i for i, c in enumerate(calls) if "keep_runs" in c]
     assert len(stats) == 1 and keeps == [len(calls) - 1] and stats[0] < keeps[0]
-    assert calls[-1] == ("-m fairseq_acvi.mt_eval.kept_outputs runs/normalizers/en_de/soft-sparsemax_seed2 "
+    assert calls[-1] == ("-m fairseq_acvi.cli.keep_runs runs/normalizers/en_de/soft-sparsemax_seed2 "
                          "--out-dir kept --pictures")
 
 

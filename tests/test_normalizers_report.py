@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 
 from fairseq_acvi.cli import normalizers_report
-from fairseq_acvi.mt_eval import kept_outputs
+from fairseq_acvi.cli import keep_runs
 from fairseq_acvi.mt_eval.kept_outputs import keep_outputs
 from fairseq_acvi.mt_eval.normalizer_table import collect, markdown
 from fairseq_acvi.mt_eval.runs import find_runs
@@ -251,14 +251,14 @@ def test_copies_kept_in_the_report_folder_are_not_runs(fake):
 
 
 def test_runs_kept_by_the_recipe_give_the_same_report_on_a_new_machine(fake):
-    """Every finished run kept as recipes/mt_normalizers.sh KEEP keeps it (kept_outputs --pictures),
+    """Every finished run kept as recipes/mt_normalizers.sh KEEP keeps it (keep_runs --pictures),
     the run folders gone: the kept runs, given as roots, make the same table, pictures linked."""
     live = fake["tmp"] / "live"
     assert normalizers_report.main([str(fake["root"]), "--refs-dir", str(fake["refs"]),
                                     "--out-dir", str(live), "--resamples", "50"]) == 0
     page = fake["tmp"] / "page"
     finished = [str(fake["root"] / f"soft-{n}_seed{s}") for n in RATES for s in (1, 2, 3)]
-    assert kept_outputs.main([*finished, "--out-dir", str(page), "--pictures"]) == 0
+    assert keep_runs.main([*finished, "--out-dir", str(page), "--pictures"]) == 0
     shutil.rmtree(fake["root"])
     kept = sorted(str(p) for p in (page / "outputs" / "en_de").iterdir())
     assert len(kept) == 12

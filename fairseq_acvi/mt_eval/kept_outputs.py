@@ -21,22 +21,16 @@ kept file as it is (the package's text readers decompress a ``.gz`` name:
 Runs taken from ``--merge`` have no folder, and keep what their own report kept.
 
 A recipe keeps a run the moment it is finished, so that it outlives the machine it was trained on
-(recipes/mt_normalizers.sh ``KEEP``); ``--pictures`` also keeps the run's ``pictures/``, which
-the normalisers' table links::
-
-    python -m fairseq_acvi.mt_eval.kept_outputs runs/normalizers/en_de/soft-entmax15_seed1 \
-        --out-dir docs/results/normalizers_DATE --pictures
+(recipes/mt_normalizers.sh ``KEEP``, through :mod:`fairseq_acvi.cli.keep_runs`), with its
+``pictures/``, which the normalisers' table links.
 """
-import argparse
 import glob
 import os
 import shutil
-import sys
-from typing import List, Optional
+from typing import List
 
 from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
 from fairseq_acvi.mt_eval.logs import ReportError, report_lines
-from fairseq_acvi.mt_eval.runs import find_runs
 
 
 def hypothesis_lines(gen_path: str) -> List[str]:
@@ -90,24 +84,3 @@ def keep_outputs(runs: List[dict], out_dir: str, pictures: bool = False) -> List
             shutil.copytree(os.path.join(run_dir, "pictures"), os.path.join(dest, "pictures"),
                             dirs_exist_ok=True)
     return written
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(description="keep finished runs' hypotheses, scores and train.log "
-                                            "lines in OUT/outputs/<pair>/<variant>_seed<N>/")
-    p.add_argument("runs", nargs="+", help="run folders (or folders holding them)")
-    p.add_argument("--out-dir", required=True, help="the results page the runs are kept in")
-    p.add_argument("--pictures", action="store_true", help="also keep each run's pictures/")
-    args = p.parse_args(argv)
-    try:
-        written = keep_outputs(find_runs(args.runs), args.out_dir, pictures=args.pictures)
-    except ReportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    for dest in written:
-        print(f"[kept_outputs] {dest}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

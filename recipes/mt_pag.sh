@@ -3,6 +3,7 @@
 # sized for a CPU: per seed train, decode valid and test2016, BLEU and chrF on the output turned back
 # into words, replan.json (how often the plan was recomputed). From the repository root:
 #   CONTEXT=pag SEEDS="1 2 3" bash recipes/mt_pag.sh [extra fairseq-train args]
+# KEEP=docs/results/<page>: each run kept there once decoded, and a kept run not made again.
 # Every variable and the outputs: docs/recipes/mt_pag.md
 set -euo pipefail
 
@@ -21,6 +22,7 @@ GEN_BATCH="${GEN_BATCH:-32}"
 GEN_ARGS="${GEN_ARGS:---max-len-a 8 --max-len-b 20}"
 TRAIN="${TRAIN:-1}"
 RUNS="${RUNS:-runs/pag}"
+KEEP="${KEEP:-}"
 DATA_BIN="${DATA_BIN:-data-bin/multi30k_char_$PAIR}"
 MT_LIB_ONLY=1 source "$(dirname "$0")/lib_mt.sh"
 mt_process_defaults
@@ -31,12 +33,24 @@ EVAL_SPLITS="${EVAL_SPLITS:-valid test2016}"
 check_choice_list EVAL_SPLITS ' ' valid test2016 test2017
 read -r -a SPLITS <<< "$EVAL_SPLITS"
 mt_check_run_settings
+case "${KEEP%/}/" in
+  "${RUNS%/}/$PAIR/"*)   # the kept run.json copies would be read as runs
+    echo "[recipe] error: KEEP must be outside RUNS/PAIR ($RUNS/$PAIR), got '$KEEP'" >&2; exit 2 ;;
+esac
 recipe_settings CONTEXT PAIR SRC TGT SEEDS TAG ARCH MAX_EPOCH PATIENCE LR CLIP_NORM MAX_TOKENS BEAM \
-  GEN_BATCH GEN_ARGS TRAIN EVAL_SPLITS RUNS DATA_BIN THREADS DEVICE PYTHON USER_DIR
+  GEN_BATCH GEN_ARGS TRAIN EVAL_SPLITS RUNS DATA_BIN KEEP THREADS DEVICE PYTHON USER_DIR
 mt_ensure_data data_scripts/prepare_multi30k_char.sh
 
+kept() {  # kept NAME: NAME's run kept in KEEP with a score for every split of EVAL_SPLITS
+  local split
+  [[ -n "$KEEP" ]] || return 1
+  for split in "${SPLITS[@]}"; do [[ -f "$KEEP/outputs/$PAIR/$1/bleu_$split.json" ]] || return 1; done
+}
+
 for SEED in $SEEDS; do
-  RUN="$RUNS/$PAIR/${CONTEXT}${TAG:+-$TAG}_seed$SEED"
+  NAME="${CONTEXT}${TAG:+-$TAG}_seed$SEED"
+  if kept "$NAME"; then echo "[recipe] kept in $KEEP: $NAME" >&2; continue; fi
+  RUN="$RUNS/$PAIR/$NAME"
   CKPT="$RUN/checkpoint_best.pt"
   mkdir -p "$RUN"
   if [[ "$TRAIN" == "1" ]]; then
@@ -53,5 +67,7 @@ for SEED in $SEEDS; do
       --json "$RUN/bleu_$split.json"
   done
   [[ -f "$RUN/train.log" ]] && mt_replan_json "$RUN/train.log" "$RUN/replan.json"
+  # hypotheses, scores, replan.json and the train.log lines a report reads, into the results page
+  [[ -z "$KEEP" ]] || "$PYTHON" -m fairseq_acvi.cli.keep_runs "$RUN" --out-dir "$KEEP"
   echo "[recipe] done: $RUN"
 done

@@ -21,13 +21,14 @@ sys.path.insert(0, str(REPO / "data_scripts"))
 import prepare_msrvtt as pm  # noqa: E402
 import score_mt  # noqa: E402
 
-from fairseq_acvi.cli import mt_report  # noqa: E402
+from fairseq_acvi.cli import keep_runs, mt_report  # noqa: E402
 from fairseq_acvi.data.text_lines import read_bytes  # noqa: E402
 
 from fairseq_acvi.data.video_features import group_references, read_caption_file  # noqa: E402
 from fairseq_acvi.generation import uncertainty_measures  # noqa: E402
 from fairseq_acvi.generation.uncertainty_kept import measures_args  # noqa: E402
 from fairseq_acvi.metrics.captioning import score_captions  # noqa: E402
+from fairseq_acvi.mt_eval.runs import read_run  # noqa: E402
 
 PAGE = REPO / "docs" / "results" / "captioning_msrvtt_2026-11-28"
 
@@ -209,6 +210,21 @@ def test_mt_report_keeps_the_hypotheses_of_every_decode(tmp_path, capsys):
     assert score_mt.main(["--gen", str(kept / "gen_valid.txt.gz"), "--ref", str(ref),
                           "--json", str(scores)]) == 0
     assert json.loads(scores.read_text(encoding="utf-8"))["bleu_tok"] == 100.0
+
+
+def test_a_kept_planning_run_reports_its_replan_share(tmp_path):
+    """A kept folder is a run folder: planning attention's replan.json (and the ablations'
+    ablate.json) travel with the hypotheses, so a report made from the kept run alone has the
+    'plan recomputed' column of the live one."""
+    run = tmp_path / "runs" / "acvi_seed2"
+    _run_folder(run)
+    (run / "replan.json").write_text('{"best": {"replan": 0.79}, "last": {"replan": 0.8}}', encoding="utf-8")
+    (run / "ablate.json").write_text('{"base": "valid_K0"}', encoding="utf-8")
+    assert keep_runs.main([str(run), "--out-dir", str(tmp_path / "page")]) == 0
+    kept = tmp_path / "page" / "outputs" / "en_de" / "acvi_seed2"
+    assert (kept / "replan.json").read_bytes() == (run / "replan.json").read_bytes()
+    assert read_run(str(kept))["replan"] == read_run(str(run))["replan"] == 0.79
+    assert read_run(str(kept))["ablate_base"] == "valid_K0"
 
 
 def test_keep_outputs_refuses_a_score_without_its_hypotheses(tmp_path, capsys):

@@ -8,8 +8,10 @@ For each run read from a folder, ``OUT/outputs/<pair>/<variant>_seed<N>/`` recei
   hypotheses, BPE removed, in the file's order), gzip-compressed with a zero timestamp so that the
   same outputs always give the same bytes; the other lines (source, target, positional scores)
   are dropped, they can be rebuilt from the data and the hypothesis;
-* ``bleu_<decode>.json``, ``run.json`` and any ``attention_stats_<split>.json`` (the attention's
-  sharpness and DROP-attn, :mod:`fairseq_acvi.metrics.attention_stats`), as the recipe wrote them;
+* ``bleu_<decode>.json``, ``run.json``, any ``attention_stats_<split>.json`` (the attention's
+  sharpness and DROP-attn, :mod:`fairseq_acvi.metrics.attention_stats`) and the other small files
+  a report reads (:data:`SMALL_FILES`: planning attention's ``replan.json``, the ablations'
+  ``ablate.json``), as the recipe wrote them;
 * ``train.log.gz``: the lines of the run's ``train.log`` that a report reads (the epochs'
   training and validation records, the parameter count, the end of training), gzip-compressed,
   so that the kept folder is itself a run folder: a later report given it (with runs trained
@@ -21,8 +23,9 @@ kept file as it is (the package's text readers decompress a ``.gz`` name:
 Runs taken from ``--merge`` have no folder, and keep what their own report kept.
 
 A recipe keeps a run the moment it is finished, so that it outlives the machine it was trained on
-(recipes/mt_normalizers.sh ``KEEP``, through :mod:`fairseq_acvi.cli.keep_runs`), with its
-``pictures/``, which the normalisers' table links.
+(``KEEP`` of recipes/mt_normalizers.sh and recipes/mt_pag.sh, through
+:mod:`fairseq_acvi.cli.keep_runs`); the normalisers' runs with their ``pictures/``, which their
+table links.
 """
 import glob
 import os
@@ -31,6 +34,9 @@ from typing import List
 
 from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
 from fairseq_acvi.mt_eval.logs import ReportError, report_lines
+
+#: the run files besides scores and statistics that a report reads (fairseq_acvi/mt_eval/runs.py)
+SMALL_FILES = ("replan.json", "ablate.json")
 
 
 def hypothesis_lines(gen_path: str) -> List[str]:
@@ -61,8 +67,10 @@ def keep_outputs(runs: List[dict], out_dir: str, pictures: bool = False) -> List
             continue
         os.makedirs(dest, exist_ok=True)
         shutil.copyfile(os.path.join(run_dir, "run.json"), os.path.join(dest, "run.json"))
-        for stats in sorted(glob.glob(os.path.join(run_dir, "attention_stats_*.json"))):
-            shutil.copyfile(stats, os.path.join(dest, os.path.basename(stats)))
+        small = sorted(glob.glob(os.path.join(run_dir, "attention_stats_*.json")))
+        small += [p for p in (os.path.join(run_dir, n) for n in SMALL_FILES) if os.path.isfile(p)]
+        for path in small:
+            shutil.copyfile(path, os.path.join(dest, os.path.basename(path)))
         log = os.path.join(run_dir, "train.log")
         if os.path.isfile(log):
             write_gzip_text(os.path.join(dest, "train.log.gz"), report_lines(log))

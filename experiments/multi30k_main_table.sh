@@ -16,13 +16,16 @@
 # found there (KEPT/<variant>_seed<N>), decoded on all three splits, is not trained again, and the
 # report reads it from there (a kept run is a run folder for the report: its hypotheses, scores
 # and train.log lines).
+# KEEP: a results page where each run is kept (keep_runs: hypotheses, scores, run.json, the lines of
+# train.log a report reads) the moment it is decoded, so that a table trained over several machines
+# loses no finished run; KEEP/outputs/<pair> is then also read as a KEPT folder.
 # The report pairs the variants seed by seed, for the pairs VARIANTS holds: the paired bootstrap
 # interval of ACVI minus `soft`, the control minus `soft`, ACVI minus the control, `soft` minus
 # fairseq's `lstm` and each of `structured`, `variational`, `ved` minus `soft`, on every split
 # (mt_report --intervals, from the hypotheses and the references in REFS_DIR).
 # Options: VARIANTS (soft acvi acvi-det; also lstm none structured variational ved), SEEDS (1 2 3),
 # PAIR (en_de | en_fr), STAGE (train | report | all), RUNS (runs/multi30k), KEPT (space-separated
-# folders), OUT (the report's folder; STAGE=report and all), REFS_DIR (data-bin/multi30k_$PAIR/raw:
+# folders), KEEP (a results page), OUT (the report's folder; STAGE=report and all), REFS_DIR (data-bin/multi30k_$PAIR/raw:
 # the references of the intervals).
 # About 1.5-2.5 h per run on one core.
 set -euo pipefail
@@ -32,6 +35,7 @@ PAIR="${PAIR:-en_de}"
 STAGE="${STAGE:-train}"
 RUNS="${RUNS:-runs/multi30k}"
 KEPT="${KEPT:-}"
+KEEP="${KEEP:-}"
 OUT="${OUT:-}"
 REFS_DIR="${REFS_DIR:-data-bin/multi30k_$PAIR/raw}"
 PYTHON="${PYTHON:-python}"
@@ -43,6 +47,12 @@ for v in $VARIANTS; do
 done
 [[ "$STAGE" == train || -n "$OUT" ]] || { echo "error: OUT: the report's folder is needed with STAGE=$STAGE" >&2; exit 2; }
 for k in $KEPT; do [[ -d "$k" ]] || { echo "error: KEPT: $k: no such folder" >&2; exit 2; }; done
+if [[ -n "$KEEP" ]]; then
+  case "${KEEP%/}/" in
+    "${RUNS%/}/$PAIR/"*) echo "error: KEEP must be outside RUNS/PAIR ($RUNS/$PAIR), got '$KEEP'" >&2; exit 2 ;;
+  esac
+  KEPT="$KEEP/outputs/$PAIR $KEPT"
+fi
 
 finished() { [[ -f "$1/bleu_valid.json" && -f "$1/bleu_test2016.json" && -f "$1/bleu_test2017.json" ]]; }
 kept_run() {  # kept_run VARIANT SEED: the first kept copy of that run, decoded on every split
@@ -62,6 +72,10 @@ if [[ "$STAGE" != report ]]; then
       else context="$v" tag=; fi
       CONTEXT="$context" TAG="$tag" SEEDS="$seed" PAIR="$PAIR" RUNS="$RUNS" MAX_EPOCH=20 PATIENCE=0 ABLATE=0 \
         SKIP_DONE=1 bash recipes/mt_multi30k.sh ${extra[@]+"${extra[@]}"}
+      if [[ -n "$KEEP" ]]; then
+        finished "$RUNS/$PAIR/${v}_seed$seed" || { echo "error: $v seed $seed: not decoded on every split" >&2; exit 1; }
+        "$PYTHON" -m fairseq_acvi.cli.keep_runs "$RUNS/$PAIR/${v}_seed$seed" --out-dir "$KEEP"
+      fi
     done
   done
 fi

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -152,6 +153,46 @@ def _values(node, path=""):
             elif k != "interval":
                 out.update(_values(v, f"{path}/{k}"))
     return out
+
+
+def test_the_main_table_script_keeps_each_run_once_decoded(tmp_path):
+    """experiments/multi30k_main_table.sh with KEEP: a run decoded on every split is kept in the page
+    at once (its hypotheses gzipped, its scores byte for byte), and a second pass finds it there
+    and leaves the recipe alone; KEEP inside the runs is refused."""
+    script = str(REPO / "experiments" / "multi30k_main_table.sh")
+    data = tmp_path / "data-bin"
+    data.mkdir()
+    (data / "dict.en.txt").write_text("", encoding="utf-8")
+    (data / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}',
+                                      encoding="utf-8")
+    live = tmp_path / "runs" / "en_de" / "soft_seed2"
+    _run_folder(live)
+    meta = json.loads((live / "run.json").read_text(encoding="utf-8"))
+    (live / "run.json").write_text(json.dumps(dict(meta, context="soft")), encoding="utf-8")
+    (live / "checkpoint_best.pt").write_bytes(b"")
+    os.utime(live / "checkpoint_best.pt", (1, 1))               # the decodes are newer: SKIP_DONE
+    for split in ("test2016", "test2017"):
+        shutil.copyfile(live / "gen_valid.txt", live / f"gen_{split}.txt")
+        shutil.copyfile(live / "bleu_valid.json", live / f"bleu_{split}.json")
+    env = dict(os.environ, PYTHON=sys.executable, RUNS=str(tmp_path / "runs"), KEEP=str(tmp_path / "page"),
+               VARIANTS="soft", SEEDS="2", DATA_BIN=str(data), TRAIN="0")
+
+    def run(**extra):
+        return subprocess.run(["bash", script], capture_output=True, text=True, cwd=str(REPO),
+                              env=dict(env, **extra), timeout=300)
+
+    res = run()
+    assert res.returncode == 0, res.stderr[-2000:]
+    kept = tmp_path / "page" / "outputs" / "en_de" / "soft_seed2"
+    assert f"[keep_runs] {kept}" in res.stdout
+    for split in ("valid", "test2016", "test2017"):
+        assert (kept / f"bleu_{split}.json").read_bytes() == (live / f"bleu_{split}.json").read_bytes()
+        assert (kept / f"gen_{split}.txt.gz").is_file()
+    res = run()
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"soft seed 2: kept in {kept}" in res.stdout and "[keep_runs]" not in res.stdout
+    res = run(KEEP=str(tmp_path / "runs" / "en_de" / "page"))
+    assert res.returncode == 2 and "KEEP must be outside RUNS/PAIR" in res.stderr
 
 
 def test_kept_uncertainty_outputs_rescore_to_the_measures_on_their_page(shared_data, tmp_path):

@@ -119,6 +119,17 @@ not_kept() {  # not_kept TAG: the seeds of SEEDS whose ${CONTEXT}-TAG run KEEP d
 keep() {  # keep RUN: RUN's hypotheses, scores, statistics and pictures into KEEP (when set)
   [[ -z "$KEEP" ]] || "$PYTHON" -m fairseq_acvi.cli.keep_runs "$1" --out-dir "$KEEP" --pictures
 }
+cnndm_kept() {  # cnndm_kept NAME: the CNN/DM run NAME kept in KEEP, scored on CNNDM_SUBSET
+  [[ -n "$KEEP" && -f "$KEEP/outputs/cnndm/$1/scores_$CNNDM_SUBSET.json" ]]
+}
+cnndm_keep() {  # cnndm_keep SAVE: a scored CNN/DM run's summaries (gzipped), scores and phases into KEEP
+  local dest="$KEEP/outputs/cnndm/${1##*/}"
+  [[ -n "$KEEP" && -f "$1/scores_$CNNDM_SUBSET.json" ]] || return 0   # not scored yet: shards to go
+  mkdir -p "$dest"
+  gzip -n -c "$1/hyp_$CNNDM_SUBSET.txt" > "$dest/hyp_$CNNDM_SUBSET.txt.gz"
+  cp "$1/scores_$CNNDM_SUBSET.json" "$1/phases.txt" "$dest/"
+  echo "[recipe] kept: $dest"
+}
 norm_args() {  # norm_args NORMALIZER: the fairseq-train options of one normaliser (array `args`)
   args=(--attention-normalizer "$1")
   if [[ "$1" == csoftmax || "$1" == csparsemax ]]; then
@@ -181,17 +192,22 @@ done
 if [[ "$CNNDM" == "1" && "$REPORT_ONLY" == "0" ]]; then
   for item in $CNNDM_RUNS; do
     NORM="${item%%:*}" COV="${item##*:}"
+    if cnndm_kept "${CONTEXT}-${NORM}-cov$COV"; then
+      echo "[recipe] kept in $KEEP: ${CONTEXT}-${NORM}-cov$COV" >&2; continue
+    fi
     norm_args "$NORM"
     # the recipe's CPU schedule; coverage 0 turns the last (coverage) phase into a plain one. The
     # runs with and without coverage share phases 1-4: the one with coverage branches from the
-    # other when both are listed, the other first
+    # other when both are listed, the other first (and trained here: a kept one has no checkpoints)
     phases="2000:50:20:0 4000:100:50:0 5500:200:50:0 6000:400:100:0 6400:400:100:$COV"
     branch=""
-    [[ "$COV" == "1" && " $CNNDM_RUNS " == *" $NORM:0 "* ]] && branch="$RUNS/cnndm/${CONTEXT}-${NORM}-cov0"
+    [[ "$COV" == "1" && " $CNNDM_RUNS " == *" $NORM:0 "* && -d "$RUNS/cnndm/${CONTEXT}-${NORM}-cov0" ]] \
+      && branch="$RUNS/cnndm/${CONTEXT}-${NORM}-cov0"
     # shellcheck disable=SC2086
     CONTEXT="$CONTEXT" DATA="$CNNDM_DATA" SAVE="$RUNS/cnndm/${CONTEXT}-${NORM}-cov$COV" \
       SCHEDULE=cpu CPU_PHASES="$phases" SUBSET="$CNNDM_SUBSET" BRANCH_FROM="$branch" PYTHON="$PYTHON" \
       bash "$(dirname "$0")/summarization_cnndm.sh" "${args[@]}" $CNNDM_ARGS "$@"
+    cnndm_keep "$RUNS/cnndm/${CONTEXT}-${NORM}-cov$COV"
   done
 fi
 
@@ -208,7 +224,9 @@ if [[ -n "$REPORT_DIR" ]]; then
   # the BLEU tables with the hypotheses kept, then the normalisers' table beside them
   "$PYTHON" -m fairseq_acvi.cli.mt_report "${report_runs[@]}" --out-dir "$REPORT_DIR" --keep-outputs
   cnndm=()
-  [[ "$CNNDM" == "1" ]] && cnndm=(--cnndm "$RUNS/cnndm" --cnndm-subset "$CNNDM_SUBSET")
+  cnndm_root="$RUNS/cnndm"   # with KEEP, every CNN/DM run is kept there once scored
+  [[ -n "$KEEP" && -d "$KEEP/outputs/cnndm" ]] && cnndm_root="$KEEP/outputs/cnndm"
+  [[ "$CNNDM" == "1" ]] && cnndm=(--cnndm "$cnndm_root" --cnndm-subset "$CNNDM_SUBSET")
   "$PYTHON" -m fairseq_acvi.cli.normalizers_report "${report_runs[@]}" --refs-dir "$DATA_BIN/raw" \
     --out-dir "$REPORT_DIR" --split "$STATS_SPLIT" ${cnndm[@]+"${cnndm[@]}"}
   echo "[recipe] report: $REPORT_DIR/report.md, $REPORT_DIR/normalizers.md"

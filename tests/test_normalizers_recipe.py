@@ -1,6 +1,7 @@
 """recipes/mt_normalizers.sh (not run here): its variables are checked before any
 work, a dry run prints the resolved settings, and the page documents every variable. The recipe
 runs from an empty folder with a PYTHON that only records that it was started."""
+import gzip
 import os
 import re
 import subprocess
@@ -323,3 +324,47 @@ def test_keep_must_lie_outside_the_runs(tmp_path):
     assert "[recipe] error: KEEP must be outside RUNS/PAIR (runs/normalizers/en_de), got " \
            "'runs/normalizers/en_de/k'" in proc.stderr
     assert not marker.exists() and list(work.iterdir()) == []
+
+
+def _cnndm_work(tmp_path):
+    """A CNN/DM data folder the recipe accepts, a fake PYTHON whose trainings leave a checkpoint
+    (so that the summarization recipe decodes), and the work folder."""
+    fake, marker = _fake_python(tmp_path)
+    fake.write_text(fake.read_text() + 'prev=""\nfor a in "$@"; do\n'
+                    '  [[ "$prev" == --save-dir ]] && touch "$a/checkpoint_last.pt"; prev="$a"\ndone\n')
+    work = tmp_path / "work"
+    data = work / "cnndm"
+    data.mkdir(parents=True)
+    (data / "dict.src.txt").write_text("a 1\n")
+    (data / "test.article").write_text("a\n")
+    env = dict(os.environ, PYTHON=str(fake), NORMALIZERS="", DECODE_SWAP="", CNNDM="1",
+               CNNDM_DATA=str(data), KEEP="kept")
+    return work, env, marker
+
+
+def test_keep_keeps_each_scored_cnndm_run_and_skips_the_kept_ones(tmp_path):
+    work, env, marker = _cnndm_work(tmp_path)
+    old = work / "kept" / "outputs" / "cnndm" / "soft-softmax-cov0"     # from an earlier machine
+    old.mkdir(parents=True)
+    (old / "scores_test.json").write_text('{"rouge1": 30.0}')
+    live = work / "runs" / "normalizers" / "cnndm" / "soft-csparsemax-cov0"
+    live.mkdir(parents=True)                     # scored here (the fake PYTHON leaves it as it is)
+    (live / "scores_test.json").write_text('{"rouge1": 31.0}')
+    (live / "hyp_test.txt").write_text("a summary .\n")
+    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=dict(
+        env, CNNDM_RUNS="softmax:0 softmax:1 csparsemax:0", REPORT_DIR="rep"),
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "[recipe] kept in kept: soft-softmax-cov0" in proc.stderr
+    calls = marker.read_text().splitlines()
+    trains = [c for c in calls if c.startswith("-m fairseq_cli.train")]
+    assert not any("softmax-cov0" in c and "csparsemax" not in c for c in trains), trains
+    # softmax with coverage trains every phase: the run it would branch from is kept, not here
+    cov1 = [c for c in trains if "soft-softmax-cov1" in c]
+    assert len(cov1) == 5, trains
+    kept = work / "kept" / "outputs" / "cnndm" / "soft-csparsemax-cov0"
+    assert (kept / "scores_test.json").read_text() == '{"rouge1": 31.0}'
+    with gzip.open(kept / "hyp_test.txt.gz", "rt") as f:
+        assert f.read() == "a summary .\n"
+    assert not (work / "kept" / "outputs" / "cnndm" / "soft-softmax-cov1").exists()   # not scored
+    assert calls[-1].endswith("--cnndm kept/outputs/cnndm --cnndm-subset test")

@@ -65,6 +65,16 @@ if forkserver.enabled():
     os.environ.setdefault("FAIRSEQ_ACVI_PYTHON", fast_python())
 
 
+def recording_python(folder: Path):
+    """A ``PYTHON`` for a recipe run without work: it only appends its arguments, one line per
+    start, to ``folder/STARTED``. -> (the executable, that file)."""
+    marker = folder / "STARTED"
+    fake = folder / "fake_python"
+    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
+    fake.chmod(0o755)
+    return fake, marker
+
+
 def _run_forked(cmd, env, timeout):
     """``subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)``
     for ``cmd = [python, "-m", <fairseq CLI>, *args]``, through the fork server."""

@@ -9,21 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from conftest import recording_python
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "mt_normalizers.sh"
 
 
-def _fake_python(tmp_path):
-    """A PYTHON that only appends its arguments to tmp_path/STARTED: (the script, that file)."""
-    marker = tmp_path / "STARTED"
-    fake = tmp_path / "fake_python"
-    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
-    fake.chmod(0o755)
-    return fake, marker
 
 
 def _run(env_extra, tmp_path, *args):
-    fake, marker = _fake_python(tmp_path)
+    fake, marker = recording_python(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, PYTHON=str(fake), **env_extra)
@@ -157,7 +152,7 @@ def test_cnndm_args_reach_the_cnndm_trainings_only(tmp_path):
 
 # -- DECODE_SWAP: the softmax models decoded with another normaliser ---------------------------------
 def test_decode_swap_decodes_the_softmax_models_with_overrides_and_trains_nothing(tmp_path):
-    fake, marker = _fake_python(tmp_path)
+    fake, marker = recording_python(tmp_path)
     work = tmp_path / "work"
     run = work / "runs" / "normalizers" / "en_de" / "soft-softmax-decoded-sparsemax_seed1"
     run.mkdir(parents=True)
@@ -230,7 +225,7 @@ def _finished_run(work, seed, *, measured):
 
 @pytest.mark.parametrize("skip_done", ["0", "1"])
 def test_skip_done_keeps_the_attention_statistics_made_after_the_checkpoint(tmp_path, skip_done):
-    fake, marker = _fake_python(tmp_path)
+    fake, marker = recording_python(tmp_path)
     work = tmp_path / "work"
     _finished_run(work, 1, measured=True)
     _finished_run(work, 2, measured=False)
@@ -266,7 +261,7 @@ def _kept_run(work, name):
 
 
 def test_keep_skips_the_kept_runs_and_keeps_each_new_one_once_measured(tmp_path):
-    fake, marker = _fake_python(tmp_path)
+    fake, marker = recording_python(tmp_path)
     work = tmp_path / "work"
     _kept_run(work, "soft-sparsemax_seed1")
     _finished_run(work, 2, measured=False)            # seed 2: decoded here, not measured yet
@@ -289,7 +284,7 @@ def test_keep_skips_the_kept_runs_and_keeps_each_new_one_once_measured(tmp_path)
 
 
 def test_report_only_reads_the_kept_runs_that_runs_does_not_hold(tmp_path):
-    fake, marker = _fake_python(tmp_path)
+    fake, marker = recording_python(tmp_path)
     work = tmp_path / "work"
     _kept_run(work, "soft-sparsemax_seed1")
     _kept_run(work, "soft-sparsemax_seed2")
@@ -307,7 +302,7 @@ def test_report_only_reads_the_kept_runs_that_runs_does_not_hold(tmp_path):
 
 
 def test_a_new_machine_reports_from_the_kept_runs_alone(tmp_path):
-    fake, marker = _fake_python(tmp_path)
+    fake, marker = recording_python(tmp_path)
     work = tmp_path / "work"
     _kept_run(work, "soft-softmax_seed1")
     env = dict(os.environ, PYTHON=str(fake), REPORT_ONLY="1", REPORT_DIR="kept", KEEP="kept")
@@ -329,7 +324,7 @@ def test_keep_must_lie_outside_the_runs(tmp_path):
 def _cnndm_work(tmp_path):
     """A CNN/DM data folder the recipe accepts, a fake PYTHON whose trainings leave a checkpoint
     (so that the summarization recipe decodes), and the work folder."""
-    fake, marker = _fake_python(tmp_path)
+    fake, marker = recording_python(tmp_path)
     fake.write_text(fake.read_text() + 'prev=""\nfor a in "$@"; do\n'
                     '  [[ "$prev" == --save-dir ]] && touch "$a/checkpoint_last.pt"; prev="$a"\ndone\n')
     work = tmp_path / "work"

@@ -5,16 +5,15 @@ import os
 import subprocess
 from pathlib import Path
 
+from conftest import recording_python
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "mt_pag.sh"
 
 
 def _work(tmp_path):
     """A folder with the character data's files the recipe checks, and a PYTHON that records."""
-    marker = tmp_path / "STARTED"
-    fake = tmp_path / "fake_python"
-    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" >> {marker}\n")
-    fake.chmod(0o755)
+    fake, marker = recording_python(tmp_path)
     work = tmp_path / "work"
     data = work / "data-bin" / "multi30k_char_en_de"
     data.mkdir(parents=True)

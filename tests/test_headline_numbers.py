@@ -179,6 +179,14 @@ OVERVIEW = RESULTS / "README.md"  # the results overview: the tables the README 
 BENCH = REPO / "BENCHMARKS.md"
 GUIDE = REPO / "docs" / "guide.md"  # the user's guide: the reference the README links
 VN = "multi30k_2026-11-27_value-norm-4seeds/results.json"
+MAIN = "multi30k_2026-12-01/results.json"  # the main table, every hypothesis kept
+MAIN_INTERVALS = RESULTS / "multi30k_2026-12-01" / "intervals.json"
+
+
+def _intervals(path, base, other):
+    """The paired bootstrap intervals of ``other`` − ``base`` in an mt_report intervals.json."""
+    return [r for r in json.loads(path.read_text())["intervals"]
+            if r["base_variant"] == base and r["other_variant"] == other]
 ANTI = {2: "test2016_K10-antithetic", 3: "test2016_K10-antithetic", 4: "test2016"}  # the preset's rule
 ANTI_VALID = {2: "valid_K10-antithetic", 3: "valid_K10-antithetic", 4: "valid"}
 
@@ -192,31 +200,50 @@ def single(pair, mt, variant, seed=1):
 
 # ----------------------------------------------------------------------------------- Multi30K
 def test_multi30k_en_de_table_and_its_differences():
-    doc, vn, e20 = Doc(OVERVIEW), MT(VN), MT("multi30k_2026-11-26_e20_3seeds/results.json")
-    cap = "En→De:"
+    doc, main = Doc(OVERVIEW), MT(MAIN)
+    vn, e20 = MT(VN), MT("multi30k_2026-11-26_e20_3seeds/results.json")
+    # the table trained again with its hypotheses kept: soft, ACVI and its control, seeds 1-3
+    cap = "En→De, every hypothesis kept"
+    for label, variant in (("`soft`", "soft"), ("**ACVI, the preset**", "acvi"),
+                           ("its deterministic control", "acvi-det")):
+        doc.check_row(cap, label, main.cells("en_de", variant, [1, 2, 3]), main.source)
+    diffs = [mean_std(main.paired("en_de", a, b, [1, 2, 3], d), sign=True)
+             for a, b in (("soft", "acvi"), ("soft", "acvi-det"), ("acvi-det", "acvi"))
+             for d in ("valid", "test2016", "test2017")]
+    doc.check_prose(rf"Paired by seed \(each seed's paired bootstrap interval is on the page\): ACVI − "
+                    rf"`soft` {MS} validation, {MS} test2016, {MS} test2017; control − `soft` {MS}, "
+                    rf"{MS}, {MS}; ACVI − control {MS}, {MS}, {MS}\.",
+                    diffs, "En→De paired differences, seeds 1-3", main.source)
+    # "most of it on every split" (the control's share of ACVI's gain, each split), and which
+    # seeds' intervals of ACVI − control are clear of zero
+    shares = []
+    for d in ("valid", "test2016", "test2017"):
+        gain, ctl = (statistics.mean(main.paired("en_de", "soft", v, [1, 2, 3], d))
+                     for v in ("acvi", "acvi-det"))
+        assert ctl > gain / 2, f"{main.source}: the control gets {ctl:.2f} of ACVI's {gain:.2f} ({d})"
+        shares.append(f"{100 * ctl / gain:.0f}")
+    doc.check_prose(rf"\(the paired differences below: (\d+) % of it on validation, (\d+) % on test2016,"
+                    rf" (\d+) % on test2017\)", shares, "the control's share of ACVI's gain", main.source)
+    rows = _intervals(MAIN_INTERVALS, "acvi-det", "acvi")
+    assert len(rows) == 9, f"{MAIN_INTERVALS}: {len(rows)} ACVI − control intervals, 3 seeds × 3 splits wanted"
+    outside = sorted((r["seed"], r["split"]) for r in rows if not r["low"] <= 0 <= r["high"])
+    assert outside == [(3, "test2016"), (3, "test2017")], \
+        f"{MAIN_INTERVALS}: ACVI − control intervals clear of zero: {outside}; the overview says seed 3's two test sets"
+    doc.check_prose(r"with a 95 % interval clear of zero on one seed of three \(seed (\d), on both test sets; "
+                    r"the other seeds' six intervals hold zero\)", ["3"], "ACVI − control intervals", str(MAIN_INTERVALS))
+    # the earlier runs, scores only
+    cap = "En→De, the earlier runs"
+    doc.check_row(cap, "`soft` of those runs", vn.cells("en_de", "soft-e20", [1, 2, 3]), vn.source)
     doc.check_row(cap, "fairseq `lstm`", {1: "1", **single("en_de", e20, "lstm-e20")}, e20.source)
-    doc.check_row(cap, "`soft`", vn.cells("en_de", "soft-e20", [1, 2, 3]), vn.source)
-    doc.check_row(cap, "K = 10 iid samples", vn.cells("en_de", "acvi-vnorm-e20", [1, 2, 3]), vn.source)
-    anti = vn.cells("en_de", "acvi-vnorm-e20", [2, 3, 4], (ANTI_VALID, ANTI))
-    doc.check_row(cap, "K = 10 antithetic samples",
-                  {1: "3", 2: f"{f2(vn.ppl('en_de', 'acvi-vnorm-e20', 4))} (seed 4)", 3: anti[3],
-                   4: anti[4], 5: f"{f2(vn.bleu('en_de', 'acvi-vnorm-e20', 4, 'test2017'))} (seed 4)"},
-                  vn.source)
-    doc.check_row(cap, "its deterministic control", vn.cells("en_de", "acvi-vnorm-det-e20", [2, 3]),
-                  vn.source)
     doc.check_row(cap, "ACVI before 2026-11-27",
                   vn.cells("en_de", "acvi-b1e-4-d234-wu117-e20", [1, 2, 3]), vn.source)
     doc.check_row(cap, "`none`", {1: "1", **single("en_de", vn, "none-e20")}, vn.source)
     three = [single("en_de", vn, f"{v}-e20") for v in ("structured", "variational", "ved")]
     doc.check_row(cap, "`structured` / `variational` / `ved`",
                   {c: " / ".join(t[c] for t in three) for c in (2, 3, 4, 5)}, vn.source)
-    # ACVI − control on seeds 2-3 (iid decodes), and ACVI as first built − soft
-    doc.check_prose(rf"ACVI − control {N} test2016, {N} test2017, {N} validation BLEU",
-                    [signed(statistics.mean(vn.paired("en_de", "acvi-vnorm-det-e20", "acvi-vnorm-e20",
-                                                      [2, 3], d))) for d in ("test2016", "test2017", "valid")],
-                    "En→De ACVI − control (seeds 2-3)", vn.source)
     old = vn.paired("en_de", "soft-e20", "acvi-b1e-4-d234-wu117-e20", [1, 2, 3], "test2016")
-    doc.check_prose(r"ACVI as first built \(no normalisation\) trailed `soft` by (\d+\.\d+ ± \d+\.\d+) on En→De",
+    doc.check_prose(r"ACVI as first built \(no normalisation\) trailed the same runs' `soft` by "
+                    r"(\d+\.\d+ ± \d+\.\d+) on En→De",
                     [mean_std([-d for d in old])], "unnormalised ACVI − soft, test2016", vn.source)
     # K = 10 (antithetic) against K = 0: every paired decode of seeds 2-4
     gen = ["valid_K10-antithetic-seed2", "valid_K10-antithetic-seed3"]
@@ -232,22 +259,20 @@ def test_multi30k_en_de_table_and_its_differences():
     fr = MT("multi30k_en_fr_2026-11-27/results.json")
     mean = lambda mt, pair, v, seeds, d: statistics.mean(
         mt.bleu(pair, v, s, d[s] if isinstance(d, dict) else d) for s in seeds)
-    gains = [mean(vn, "en_de", "acvi-vnorm-e20", [1, 2, 3], d) - mean(vn, "en_de", "soft-e20", [1, 2, 3], d)
+    gains = [mean(main, "en_de", "acvi", [1, 2, 3], d) - mean(main, "en_de", "soft", [1, 2, 3], d)
              for d in ("test2016", "test2017")]
-    gains.append(mean(vn, "en_de", "acvi-vnorm-e20", [2, 3, 4], ANTI) - mean(vn, "en_de", "soft-e20", [1, 2, 3], "test2016"))
-    gains.append(vn.bleu("en_de", "acvi-vnorm-e20", 4, "test2017") - mean(vn, "en_de", "soft-e20", [1, 2, 3], "test2017"))
     gains += [mean(fr, "en_fr", "acvi-vnorm-e20", [1, 2, 3, 4], d) - mean(fr, "en_fr", "soft-e20", [1, 2, 3, 4], d)
               for d in ("test2016", "test2017")]
     doc.check_prose(rf"beats `soft` on both pairs and both test sets, by {N}-{N} BLEU",
                     [f"{min(gains):.1f}", f"{max(gains):.1f}"], "ACVI − soft, range of the gains",
-                    f"{vn.source} and {fr.source}")
+                    f"{main.source} and {fr.source}")
     doc.assert_ok()
 
 
 def test_multi30k_en_fr_table_and_its_differences():
     doc = Doc(OVERVIEW)
     fr, ctl = MT("multi30k_en_fr_2026-11-27/results.json"), MT("multi30k_en_fr_2026-11-27_control/results.json")
-    cap = "En→Fr:"
+    cap = "En→Fr (2026-11-26 and 2026-11-27; scores only"
     doc.check_row(cap, "fairseq `lstm`", {1: "1", **single("en_fr", fr, "lstm-e20")}, fr.source)
     doc.check_row(cap, "`soft`", fr.cells("en_fr", "soft-e20", [1, 2, 3, 4]), fr.source)
     doc.check_row(cap, "**ACVI, the preset**", fr.cells("en_fr", "acvi-vnorm-e20", [1, 2, 3, 4]), fr.source)
@@ -278,16 +303,15 @@ def test_multi30k_figures_in_benchmarks():
     t = ("test2016", "test2017")
     ms = lambda mt, pair, v, seeds: " / ".join(mean_std([mt.bleu(pair, v, s, d) for s in seeds]) for d in t)
     one = lambda mt, pair, v, s=1: " / ".join(f2(mt.bleu(pair, v, s, d)) for d in t)
-    doc.check_prose(rf"En→De `soft` ({MSN} / {MSN}) \(3 seeds\)", [ms(vn, "en_de", "soft-e20", [1, 2, 3])],
-                    "where it stands: En→De soft", vn.source)
-    doc.check_prose(rf"ACVI with normalised annotations \(the preset\) \*\*({MSN} / {MSN})\*\* \(3, seeds 1-3",
-                    [ms(vn, "en_de", "acvi-vnorm-e20", [1, 2, 3])], "where it stands: En→De ACVI, iid", vn.source)
-    doc.check_prose(rf"antithetic samples, seeds 2-4: {MS} on test2016, {N} on test2017 for seed 4",
-                    [mean_std([vn.bleu("en_de", "acvi-vnorm-e20", s, ANTI[s]) for s in (2, 3, 4)]),
-                     f2(vn.bleu("en_de", "acvi-vnorm-e20", 4, "test2017"))],
-                    "where it stands: En→De ACVI, antithetic", vn.source)
-    doc.check_prose(rf"its deterministic control ({MSN} / {MSN}) \(2\)",
-                    [ms(vn, "en_de", "acvi-vnorm-det-e20", [2, 3])], "where it stands: En→De control", vn.source)
+    main, e20 = MT(MAIN), MT("multi30k_2026-11-26_e20_3seeds/results.json")
+    doc.check_prose(rf"with its hypotheses kept \(\[page\]\(docs/results/multi30k_2026-12-01/README.md\)\), "
+                    rf"`soft` ({MSN} / {MSN}) \(3 seeds\), ACVI with normalised annotations \(the preset, "
+                    rf"K = 10 antithetic samples\) \*\*({MSN} / {MSN})\*\* \(3\), its deterministic control "
+                    rf"({MSN} / {MSN}) \(3\); the earlier runs' fairseq `lstm` (\S+ / \S+) \(1, where their "
+                    rf"`soft` has ({MSN} / {MSN})\)",
+                    [ms(main, "en_de", "soft", [1, 2, 3]), ms(main, "en_de", "acvi", [1, 2, 3]),
+                     ms(main, "en_de", "acvi-det", [1, 2, 3]), one(e20, "en_de", "lstm-e20"),
+                     ms(vn, "en_de", "soft-e20", [1, 2, 3])], "where it stands: En→De", main.source)
     doc.check_prose(rf"En→Fr `soft` ({MSN} / {MSN}) \(4\), `lstm` (\S+ / \S+) \(1\), ACVI \*\*({MSN} / {MSN})\*\* \(4\)",
                     [ms(fr, "en_fr", "soft-e20", [1, 2, 3, 4]), one(fr, "en_fr", "lstm-e20"),
                      ms(fr, "en_fr", "acvi-vnorm-e20", [1, 2, 3, 4])], "where it stands: En→Fr", fr.source)

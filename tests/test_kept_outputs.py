@@ -117,7 +117,23 @@ def test_the_input_feeding_page_is_made_again_from_its_kept_outputs(multi30k_ref
         for pair in table["pairs"]:
             for key in ("feed", "nofeed", "control"):
                 pair.get(key, {}).pop("dir", None)
-    assert got["pairs"] == page["pairs"] and len(page["pairs"]) >= 1
+    # the same up to the last bits a CPU's vector width changes in a sum (AVX2 against AVX-512)
+    assert _close(got["pairs"], page["pairs"]) and len(page["pairs"]) >= 1
+
+
+def _close(a, b, path="") -> bool:
+    """``a == b`` for nested JSON, floats to a relative 1e-9; a difference raises naming its path."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        return all(_close(a[k], b[k], f"{path}/{k}") for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{path}: {len(a)} items != {len(b)}"
+        return all(_close(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b)))
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-12), f"{path}: {a} != {b}"
+        return True
+    assert a == b, f"{path}: {a!r} != {b!r}"
+    return True
 
 
 MAIN_PAGE = REPO / "docs" / "results" / "multi30k_2026-12-01"
@@ -205,8 +221,10 @@ def test_kept_uncertainty_outputs_rescore_to_the_measures_on_their_page(shared_d
     page = json.loads((UNC_PAGE / "seed1" / "measures.json").read_text(encoding="utf-8"))
     got_values, page_values = _values(got), _values(page)
     assert len(page_values) > 100 and got_values.keys() == page_values.keys()
+    # the same up to the last digits a CPU's vector width changes in a sum (AVX2 against AVX-512
+    # moved a Spearman correlation by 4e-6); the page prints three decimals
     for k, v in page_values.items():
-        assert got_values[k] == pytest.approx(v, abs=1e-12, nan_ok=True), k
+        assert got_values[k] == pytest.approx(v, rel=1e-5, abs=1e-5, nan_ok=True), k
     assert got["cost"] == page["cost"]
 
 

@@ -206,6 +206,18 @@ def test_an_empty_normalizers_with_cnndm_trains_cnndm_only(tmp_path):
     assert trains and all(str(data) in c and "--attention-normalizer csparsemax" in c for c in trains)
 
 
+def _sparsemax_seeds_1_2(work, fake, **env_extra):
+    """The recipe on sparsemax seeds 1 and 2 without training (TRAIN=0), over a data-bin holding
+    the files it checks, in ``work``."""
+    env = dict(os.environ, PYTHON=str(fake), NORMALIZERS="sparsemax", SEEDS="1 2", DECODE_SWAP="",
+               TRAIN="0", DATA_BIN=str(work / "data-bin"), **env_extra)
+    (work / "data-bin").mkdir()
+    (work / "data-bin" / "dict.en.txt").write_text("a 1\n")
+    (work / "data-bin" / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}')
+    return subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
 def _finished_run(work, seed, *, measured):
     """runs/normalizers/en_de/soft-sparsemax_seed<seed> with its three decodes after the checkpoint,
     and (measured) the attention statistics and pictures after them."""
@@ -229,13 +241,7 @@ def test_skip_done_keeps_the_attention_statistics_made_after_the_checkpoint(tmp_
     work = tmp_path / "work"
     _finished_run(work, 1, measured=True)
     _finished_run(work, 2, measured=False)
-    env = dict(os.environ, PYTHON=str(fake), NORMALIZERS="sparsemax", SEEDS="1 2", DECODE_SWAP="",
-               SKIP_DONE=skip_done, TRAIN="0", DATA_BIN=str(work / "data-bin"))
-    (work / "data-bin").mkdir()
-    (work / "data-bin" / "dict.en.txt").write_text("a 1\n")
-    (work / "data-bin" / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}')
-    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = _sparsemax_seeds_1_2(work, fake, SKIP_DONE=skip_done)
     assert proc.returncode == 0, proc.stderr
     calls = marker.read_text().splitlines()
     stats = [c for c in calls if "attention_stats" in c]
@@ -265,13 +271,7 @@ def test_keep_skips_the_kept_runs_and_keeps_each_new_one_once_measured(tmp_path)
     work = tmp_path / "work"
     _kept_run(work, "soft-sparsemax_seed1")
     _finished_run(work, 2, measured=False)            # seed 2: decoded here, not measured yet
-    env = dict(os.environ, PYTHON=str(fake), NORMALIZERS="sparsemax", SEEDS="1 2", DECODE_SWAP="",
-               SKIP_DONE="1", TRAIN="0", KEEP="kept", DATA_BIN=str(work / "data-bin"))
-    (work / "data-bin").mkdir()
-    (work / "data-bin" / "dict.en.txt").write_text("a 1\n")
-    (work / "data-bin" / "splits.json").write_text('{"valid": "valid", "test2016": "test", "test2017": "test1"}')
-    proc = subprocess.run(["bash", str(RECIPE)], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = _sparsemax_seeds_1_2(work, fake, SKIP_DONE="1", KEEP="kept")
     assert proc.returncode == 0, proc.stderr
     assert "[recipe] kept in kept: soft-sparsemax_seed1" in proc.stderr
     calls = marker.read_text().splitlines()

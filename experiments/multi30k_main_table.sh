@@ -47,12 +47,9 @@ for v in $VARIANTS; do
 done
 [[ "$STAGE" == train || -n "$OUT" ]] || { echo "error: OUT: the report's folder is needed with STAGE=$STAGE" >&2; exit 2; }
 for k in $KEPT; do [[ -d "$k" ]] || { echo "error: KEPT: $k: no such folder" >&2; exit 2; }; done
-if [[ -n "$KEEP" ]]; then
-  case "${KEEP%/}/" in
-    "${RUNS%/}/$PAIR/"*) echo "error: KEEP must be outside RUNS/PAIR ($RUNS/$PAIR), got '$KEEP'" >&2; exit 2 ;;
-  esac
-  KEPT="$KEEP/outputs/$PAIR $KEPT"
-fi
+source "$(dirname "$0")/../recipes/lib_check.sh"
+check_outside_runs KEEP
+[[ -z "$KEEP" ]] || KEPT="$KEEP/outputs/$PAIR $KEPT"
 
 finished() { [[ -f "$1/bleu_valid.json" && -f "$1/bleu_test2016.json" && -f "$1/bleu_test2017.json" ]]; }
 kept_run() {  # kept_run VARIANT SEED: the first kept copy of that run, decoded on every split

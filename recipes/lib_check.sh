@@ -69,6 +69,16 @@ check_choice_list() {  # check_choice_list NAME SEP ALLOWED...: every item of th
   done
   (( n > 0 )) || { IFS=' '; _check_fail "$name" "a '$sep'-separated list of $(IFS='|'; echo "$*")" "${!name-}"; }
 }
+check_outside_runs() {  # check_outside_runs NAME...: each, when set, a folder outside $RUNS/$PAIR (the
+  # run.json copies a report or KEEP writes there would be read as runs)
+  local name
+  for name in "$@"; do
+    case "${!name%/}/" in
+      "${RUNS%/}/$PAIR/"*) _check_fail "$name" "outside RUNS/PAIR ($RUNS/$PAIR)" "${!name}" ;;
+    esac
+  done
+  return 0
+}
 check_optional() {  # check_optional CHECK NAME... [-- ARGS]: run check_CHECK on each NAME that is set
   # and not empty (an empty value keeps the tool's own default)
   local check="check_$1" name; shift

@@ -60,13 +60,7 @@ if [[ -n "$SOFTMAX_FROM" && $# -gt 0 ]]; then   # they would train the other nor
     "with MAX_EPOCH / PATIENCE, got extra arguments: $*" >&2
   exit 2
 fi
-for name in REPORT_DIR KEEP; do
-  case "${!name%/}/" in
-    "${RUNS%/}/$PAIR/"*)   # run.json copies are kept there: they would be read as runs
-      echo "[recipe] error: $name must be outside RUNS/PAIR ($RUNS/$PAIR), got '${!name}'" >&2
-      exit 2 ;;
-  esac
-done
+check_outside_runs REPORT_DIR KEEP
 prev_cov0=""
 for item in $CNNDM_RUNS; do
   [[ "$item" == *:1 && " $prev_cov0 " != *" ${item%%:*}:0 "* && " $CNNDM_RUNS " == *" ${item%%:*}:0 "* ]] && {

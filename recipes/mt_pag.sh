@@ -33,10 +33,7 @@ EVAL_SPLITS="${EVAL_SPLITS:-valid test2016}"
 check_choice_list EVAL_SPLITS ' ' valid test2016 test2017
 read -r -a SPLITS <<< "$EVAL_SPLITS"
 mt_check_run_settings
-case "${KEEP%/}/" in
-  "${RUNS%/}/$PAIR/"*)   # the kept run.json copies would be read as runs
-    echo "[recipe] error: KEEP must be outside RUNS/PAIR ($RUNS/$PAIR), got '$KEEP'" >&2; exit 2 ;;
-esac
+check_outside_runs KEEP
 recipe_settings CONTEXT PAIR SRC TGT SEEDS TAG ARCH MAX_EPOCH PATIENCE LR CLIP_NORM MAX_TOKENS BEAM \
   GEN_BATCH GEN_ARGS TRAIN EVAL_SPLITS RUNS DATA_BIN KEEP THREADS DEVICE PYTHON USER_DIR
 mt_ensure_data data_scripts/prepare_multi30k_char.sh

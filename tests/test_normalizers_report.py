@@ -183,9 +183,39 @@ def test_repetition_target_not_met_and_a_missing_normaliser_not_measured(fake):
         shutil.rmtree(fake["root"] / f"soft-entmax15_seed{seed}")
     verdicts = {v["normalizer"]: v for v in _table(fake)["verdicts"]}
     assert verdicts["csparsemax"]["status"] == "not met"
-    assert verdicts["csparsemax"]["drop_attn"] == [pytest.approx(12.0), pytest.approx(20.0)]
+    assert verdicts["csparsemax"]["drop_key"] == "drop_attn"
+    assert verdicts["csparsemax"]["drop"] == [pytest.approx(12.0), pytest.approx(20.0)]
     assert verdicts["entmax15"]["status"] == "not measured"
     assert verdicts["sparsemax"]["status"] == "met"
+
+
+def _aligned(fake, norm, drops):
+    for seed, drop in zip((1, 2, 3), drops):
+        (fake["root"] / f"soft-{norm}_seed{seed}" / "aligned_drop_test2016.json").write_text(
+            json.dumps({"drop": drop, "dropped_words": 1, "reference_aligned_words": 10}))
+
+
+def test_the_aligners_drop_decides_the_target_when_both_rows_have_it(fake):
+    # DROP-attn says csparsemax drops fewer (12 → 7, met above); the aligner says more: not met
+    _aligned(fake, "softmax", [9.0, 10.0, 11.0])
+    _aligned(fake, "csparsemax", [12.0, 12.0, 13.5])
+    table = _table(fake)
+    v = {v["normalizer"]: v for v in table["verdicts"]}["csparsemax"]
+    assert v["status"] == "not met" and v["drop_key"] == "drop"
+    assert v["drop"] == [pytest.approx(10.0), pytest.approx(12.5)]
+    assert "DROP (aligner) 10.00 % → 12.50 %" in v["figures"]
+    c = _row(table, "csparsemax")
+    assert c["drop"]["mean"] == pytest.approx(12.5)
+    assert [e["drop"] for e in c["paired_seeds"]] == [pytest.approx(3.0), pytest.approx(2.0),
+                                                      pytest.approx(2.5)]
+    assert c["paired_mean"]["drop"]["mean"] == pytest.approx(2.5)
+    assert _row(table, "sparsemax")["drop"] is None           # no aligner figures: "–"
+    text = markdown(table)
+    assert "| 12.50 ± 0.87 |" in text and "| +3.00 |" in text
+    # one csparsemax seed without the aligner's figure: the row has none, DROP-attn decides
+    (fake["root"] / "soft-csparsemax_seed3" / "aligned_drop_test2016.json").unlink()
+    v = {v["normalizer"]: v for v in _table(fake)["verdicts"]}["csparsemax"]
+    assert v["drop_key"] == "drop_attn" and v["status"] == "met"
 
 
 def _sacre(hyps, refs):

@@ -9,7 +9,9 @@ For each run read from a folder, ``OUT/outputs/<pair>/<variant>_seed<N>/`` recei
   same outputs always give the same bytes; the other lines (source, target, positional scores)
   are dropped, they can be rebuilt from the data and the hypothesis;
 * ``bleu_<decode>.json``, ``run.json``, any ``attention_stats_<split>.json`` (the attention's
-  sharpness and DROP-attn, :mod:`fairseq_acvi.metrics.attention_stats`) and the other small files
+  sharpness and DROP-attn, :mod:`fairseq_acvi.metrics.attention_stats`), any
+  ``aligned_drop_<split>.json`` with its links (DROP from an aligner,
+  :mod:`fairseq_acvi.cli.aligned_drop`) and the other small files
   a report reads (:data:`SMALL_FILES`: planning attention's ``replan.json``, the ablations'
   ``ablate.json``), as the recipe wrote them;
 * ``train.log.gz``: the lines of the run's ``train.log`` that a report reads (the epochs'
@@ -68,6 +70,7 @@ def keep_outputs(runs: List[dict], out_dir: str, pictures: bool = False) -> List
         os.makedirs(dest, exist_ok=True)
         shutil.copyfile(os.path.join(run_dir, "run.json"), os.path.join(dest, "run.json"))
         small = sorted(glob.glob(os.path.join(run_dir, "attention_stats_*.json")))
+        small += sorted(glob.glob(os.path.join(run_dir, "aligned_drop_*")))
         small += [p for p in (os.path.join(run_dir, n) for n in SMALL_FILES) if os.path.isfile(p)]
         for path in small:
             shutil.copyfile(path, os.path.join(dest, os.path.basename(path)))

@@ -18,6 +18,9 @@ What is read, per run folder (``<context>-<normaliser>_seed<N>/``):
   recipe's ``STATS_SPLIT``): ``zero_fraction`` (exactly-zero weights, pooled; shown in %),
   ``rep_per_100`` (Malaviya et al.'s REP per 100 reference words), ``drop_attn`` (% of source
   words with total attention < 0.5). Missing for a finished run: an error;
+* ``aligned_drop_<split>.json`` when there (:mod:`fairseq_acvi.cli.aligned_drop`): ``drop``, Malaviya
+  et al.'s DROP from an aligner that sees no model (% of the source words aligned to the reference
+  that no hypothesis word is aligned to); a row shows it when all its runs have it;
 * the hypotheses of every test split (every split but ``valid``) for the paired bootstrap of
   BLEU(normaliser) − BLEU(softmax), same seed (:mod:`fairseq_acvi.mt_eval.paired_decodes`);
 * ``pictures/`` (recipes' ``attention_pictures``), linked when present.
@@ -27,8 +30,9 @@ Targets (their verdicts are computed from the figures, never written by hand):
 * ``sparsemax`` and ``entmax15`` within :data:`BLEU_MARGIN` BLEU of softmax or better: the mean of
   the seed-by-seed differences of tokenised BLEU (``bleu_<split>.json``, the seeds both have) is
   ≥ −0.5 on every test split;
-* ``csparsemax`` lowers REP and DROP-attn against softmax: both means over the finished seeds
-  are lower.
+* ``csparsemax`` lowers REP and DROP against softmax: both means over the finished seeds are
+  lower, DROP the aligner's when both rows have it, else DROP-attn (attention is sparser under
+  sparse normalisers without their translating fewer words, so the aligner's is the fair one).
 
 Every variant is compared with the softmax variant of its own context inference (``soft-softmax``
 for ``soft-csparsemax``). Problems are :class:`~fairseq_acvi.mt_eval.logs.ReportError` naming the
@@ -48,6 +52,8 @@ from fairseq_acvi.mt_eval.summary import aggregate, is_finished, mean_std, paire
 
 #: the attention statistics the table reads from ``attention_stats_<split>.json``
 STATS_KEYS = ("zero_fraction", "rep_per_100", "drop_attn")
+#: DROP from an aligner, read from ``aligned_drop_<split>.json`` when a run has one
+ALIGNED_KEY = "drop"
 #: how far below softmax's BLEU sparsemax and 1.5-entmax may be and still meet their target
 BLEU_MARGIN = 0.5
 #: the normalisers of the BLEU target, and the one of the REP / DROP target
@@ -81,14 +87,19 @@ def normalizer_of(run: dict) -> Optional[str]:
 
 
 def read_stats(run: dict, split: str) -> Dict[str, float]:
-    """``{zero_fraction, rep_per_100, drop_attn}`` of ``attention_stats_<split>.json``;
-    ReportError naming the file when it is missing, not JSON or lacks a figure."""
+    """``{zero_fraction, rep_per_100, drop_attn}`` of ``attention_stats_<split>.json``, and ``drop``
+    of ``aligned_drop_<split>.json`` when the run has one; ReportError naming the file when the
+    first is missing, or either is not JSON or lacks a figure."""
     path = os.path.join(run["dir"], f"attention_stats_{split}.json")
     if not os.path.isfile(path):
         raise ReportError(f"{path}: missing (python -m fairseq_acvi.metrics.attention_stats writes it; "
                           f"{run['variant']} seed {run['seed']} finished training)")
+    aligned = os.path.join(run["dir"], f"aligned_drop_{split}.json")
     try:
-        return read_numbers(path, STATS_KEYS, "an attention_stats file with references")
+        out = read_numbers(path, STATS_KEYS, "an attention_stats file with references")
+        if os.path.isfile(aligned):
+            out.update(read_numbers(aligned, (ALIGNED_KEY,), "an aligned_drop file"))
+        return out
     except ValueError as e:
         raise ReportError(str(e)) from None
 
@@ -166,6 +177,8 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
                "pictures": {}}
         for key in STATS_KEYS:
             row[key] = mean_std([stats[(variant, r["seed"])][key] for r in rs])
+        drops = [stats[(variant, r["seed"])].get(ALIGNED_KEY) for r in rs]
+        row[ALIGNED_KEY] = None if None in drops else mean_std(drops)
         for r in sorted(rs, key=lambda r: r["seed"]):
             pic = os.path.join(r["dir"], "pictures")
             if os.path.isdir(pic):
@@ -188,8 +201,10 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
             if b is None:
                 continue
             entry = {"seed": r["seed"], "bootstrap": {}}
-            for key in STATS_KEYS:
-                entry[key] = stats[(row["variant"], r["seed"])][key] - stats[(base, r["seed"])][key]
+            for key in (*STATS_KEYS, ALIGNED_KEY):
+                ours, theirs = stats[(row["variant"], r["seed"])], stats[(base, r["seed"])]
+                if key in ours and key in theirs:
+                    entry[key] = ours[key] - theirs[key]
             for s in test_splits:
                 if s in r["bleu"] and s in b["bleu"]:
                     iv = decodes.interval(b, r, s, n_resamples=n_resamples, level=level)
@@ -200,6 +215,8 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
         row["paired_seeds"] = seeds
         row["paired_mean"] = {s: paired(finished, pair, base, row["variant"], s) for s in splits}
         row["paired_mean"].update({key: mean_std([e[key] for e in seeds]) for key in STATS_KEYS})
+        with_drop = [e[ALIGNED_KEY] for e in seeds if ALIGNED_KEY in e]
+        row["paired_mean"][ALIGNED_KEY] = mean_std(with_drop) if with_drop else None
 
     table = {"pair": pair, "stats_split": split, "splits": splits, "test_splits": test_splits,
              "bootstrap": {"n_resamples": n_resamples, "level": level}, "rows": rows,
@@ -249,22 +266,24 @@ def verdicts(table: dict) -> List[dict]:
             out.append(dict(v, status="met" if ok else "not met", figures=figures,
                             deltas={s: d["mean"] for s, d in deltas.items()}))
         row = _row(table, context, REPETITION_TARGET)
-        v = {"target": f"{REPETITION_TARGET} lowers REP and DROP-attn against softmax",
+        v = {"target": f"{REPETITION_TARGET} lowers REP and DROP against softmax",
              "context": context, "normalizer": REPETITION_TARGET}
         if base is None or row is None:
             out.append(dict(v, status="not measured",
                             figures=f"no finished {'softmax' if base is None else REPETITION_TARGET} run"))
             continue
         rep = (base["rep_per_100"]["mean"], row["rep_per_100"]["mean"])
-        drop = (base["drop_attn"]["mean"], row["drop_attn"]["mean"])
+        key = ALIGNED_KEY if base.get(ALIGNED_KEY) and row.get(ALIGNED_KEY) else "drop_attn"
+        drop = (base[key]["mean"], row[key]["mean"])
         lower = [e for e in row.get("paired_seeds", [])
-                 if e["rep_per_100"] < 0 and e["drop_attn"] < 0]
-        figures = (f"REP per 100 words {rep[0]:.2f} → {rep[1]:.2f}, DROP-attn {drop[0]:.2f} % → "
+                 if e["rep_per_100"] < 0 and e.get(key, 0) < 0]
+        name = "DROP (aligner)" if key == ALIGNED_KEY else "DROP-attn"
+        figures = (f"REP per 100 words {rep[0]:.2f} → {rep[1]:.2f}, {name} {drop[0]:.2f} % → "
                    f"{drop[1]:.2f} % (means over {base['n']} softmax and {row['n']} "
                    f"{REPETITION_TARGET} seeds; both lower in {len(lower)} of "
                    f"{len(row.get('paired_seeds', []))} paired seeds)")
         out.append(dict(v, status="met" if rep[1] < rep[0] and drop[1] < drop[0] else "not met",
-                        figures=figures, rep_per_100=list(rep), drop_attn=list(drop)))
+                        figures=figures, rep_per_100=list(rep), drop=list(drop), drop_key=key))
     return out
 
 
@@ -291,15 +310,18 @@ def markdown(table: dict, out_dir: str = ".") -> str:
     lines += ["", f"Attention on {table['stats_split']} (`attention_stats_{table['stats_split']}.json`): "
               "exactly-zero weights (% of the weights over real source positions, pooled), REP "
               "(repeated bigrams and doubled words per 100 reference words), DROP-attn (% of source "
-              "words whose total attention is below 0.5).", "",
-              "| normaliser | variant | n | zero weights % | REP / 100 words | DROP-attn % | pictures |",
-              "|---|---|---:|---:|---:|---:|---|"]
+              "words whose total attention is below 0.5), DROP (`aligned_drop_"
+              f"{table['stats_split']}.json`: % of the source words aligned to the reference that no "
+              "hypothesis word is aligned to, by an aligner that sees no model; – where not measured).", "",
+              "| normaliser | variant | n | zero weights % | REP / 100 words | DROP-attn % | DROP % (aligner) "
+              "| pictures |",
+              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in table["rows"]:
         pics = ", ".join(f"[seed {seed}]({os.path.relpath(p, out_dir)})"
                          for seed, p in r["pictures"].items()) or "–"
         lines.append(f"| {label(r)} | {r['variant']} | {r['n']} | "
                      f"{fmt(_pct(r['zero_fraction']))} | {fmt(r['rep_per_100'])} | "
-                     f"{fmt(r['drop_attn'])} | {pics} |")
+                     f"{fmt(r['drop_attn'])} | {fmt(r.get(ALIGNED_KEY))} | {pics} |")
     compared = [r for r in table["rows"] if r.get("base")]
     if compared:
         n_res = table["bootstrap"]["n_resamples"]
@@ -309,18 +331,20 @@ def markdown(table: dict, out_dir: str = ".") -> str:
                   "last row of a normaliser: mean ± std of its seeds' differences (BLEU from the runs' "
                   "`bleu_<split>.json`, as in the targets).", "",
                   "| normaliser | seed | " + " | ".join(f"Δ {s} BLEU" for s in tests)
-                  + " | Δ zero % | Δ REP / 100 | Δ DROP-attn |",
-                  "|---|---|" + "---:|" * (len(tests) + 3)]
+                  + " | Δ zero % | Δ REP / 100 | Δ DROP-attn | Δ DROP |",
+                  "|---|---|" + "---:|" * (len(tests) + 4)]
         for r in compared:
             for e in r["paired_seeds"]:
                 cells = [format_interval(e["bootstrap"][s]) if s in e["bootstrap"] else "–"
                          for s in tests]
                 cells += [f"{100 * e['zero_fraction']:+.2f}", f"{e['rep_per_100']:+.2f}",
-                          f"{e['drop_attn']:+.2f}"]
+                          f"{e['drop_attn']:+.2f}",
+                          f"{e[ALIGNED_KEY]:+.2f}" if ALIGNED_KEY in e else "–"]
                 lines.append(f"| {label(r)} | {e['seed']} | " + " | ".join(cells) + " |")
             pm = r["paired_mean"]
             cells = [fmt(pm.get(s)) for s in tests]
-            cells += [fmt(_pct(pm["zero_fraction"])), fmt(pm["rep_per_100"]), fmt(pm["drop_attn"])]
+            cells += [fmt(_pct(pm["zero_fraction"])), fmt(pm["rep_per_100"]), fmt(pm["drop_attn"]),
+                      fmt(pm.get(ALIGNED_KEY))]
             lines.append(f"| {label(r)} | mean | " + " | ".join(cells) + " |")
     lines += ["", "### Targets", ""]
     for v in table["verdicts"]:

@@ -1747,3 +1747,87 @@ def test_cpu_speed_measured_again_with_fixed_weights():
     bench.check_prose(rf"`transformer` in training is about at its 0\.9 target \({N}× and {N}×", trf["train"],
                       "introduction", src)
     bench.assert_ok()
+
+
+# ----------------------------------------------------------------------------------- normalisers
+def test_normalizers_page_tables_and_prose():
+    """The normaliser comparison's page (docs/results/normalizers_2026-12-01) against the report it
+    links (normalizers.json, made from the kept runs)."""
+    page = RESULTS / "normalizers_2026-12-01"
+    src = "normalizers_2026-12-01/normalizers.json"
+    table = json.loads((page / "normalizers.json").read_text())["mt"]
+    doc = Doc(page / "README.md")
+
+    def ms(x, scale=1.0):
+        return "–" if x is None else (f"{scale * x['mean']:.2f}" if x["n"] == 1
+                                      else f"{scale * x['mean']:.2f} ± {scale * x['std']:.2f}")
+
+    labels = {("softmax", False): "softmax", ("sparsemax", False): "sparsemax",
+              ("entmax15", False): "1.5-entmax", ("csparsemax", False): "csparsemax",
+              ("sparsemax", True): "softmax, decoded with sparsemax",
+              ("entmax15", True): "softmax, decoded with 1.5-entmax"}
+    rows = {labels[(r["normalizer"], r["decoded_only"])]: r for r in table["rows"]}
+    ov, readme = Doc(OVERVIEW), Doc(README)
+    trained = {k: v for k, v in rows.items() if not v["decoded_only"]}
+    for d, caption, pick, want_rows in ((doc, "Tokenised BLEU, mean ± std over the seeds", None, rows),
+                                        (doc, "Attention on test2016: exactly-zero weights", "stats", rows),
+                                        (ov, "Tokenised BLEU, mean ± std over the seeds", None, trained)):
+        found = [t for c, t in d.tables if caption in c]
+        assert len(found) == 1, caption
+        assert {r[0] for r in found[0][1:]} == set(want_rows), f"the rows of the table under {caption!r}"
+        for label, r in want_rows.items():
+            if pick is None:
+                want = {1: ", ".join(map(str, r["seeds"])),
+                        **{2 + i: ms(r["bleu"][s]["tok"]) for i, s in enumerate(table["splits"])}}
+            else:
+                want = {1: str(r["n"]), 2: ms(r["zero_fraction"], 100), 3: ms(r["rep_per_100"]),
+                        4: ms(r["drop"]), 5: ms(r["drop_attn"])}
+            row = [x for x in found[0][1:] if x[0] == label][0]
+            for col, w in want.items():
+                if norm(row[col]) != norm(w):
+                    d.fail(f"{label!r} column {col} under {caption!r}", f"reads {row[col]!r}, {src} gives {w!r}")
+    pm = {k: rows[k]["paired_mean"] for k in ("sparsemax", "1.5-entmax")}
+    doc.check_prose(rf"Trained with sparsemax the model is {MS} / {MS} BLEU behind softmax on test2016 / "
+                    rf"test2017, with 1\.5-entmax {MS} / {MS};",
+                    [ms(pm["sparsemax"]["test2016"]).replace("-", ""), ms(pm["sparsemax"]["test2017"]).replace("-", ""),
+                     ms(pm["1.5-entmax"]["test2016"]).replace("-", ""), ms(pm["1.5-entmax"]["test2017"]).replace("-", "")],
+                    "the trained normalisers' deficits", src)
+    sgn = lambda x: ms(x).replace("-", "−")
+    doc.check_prose(rf"test2016 / test2017: sparsemax {MS} / {MS}, 1\.5-entmax {MS} / {MS}, csparsemax {N} / {N} "
+                    rf"\(seed 1\)\.", [sgn(rows[k]["paired_mean"][s]) for k in ("sparsemax", "1.5-entmax", "csparsemax")
+                                         for s in ("test2016", "test2017")], "mean differences", src)
+    drops = [rows[k]["paired_mean"]["drop"]["mean"] for k in ("sparsemax", "1.5-entmax", "csparsemax")]
+    swaps = [rows[k]["paired_mean"]["drop"]["mean"] for k in ("softmax, decoded with sparsemax",
+                                                               "softmax, decoded with 1.5-entmax")]
+    doc.check_prose(rf"by the aligner's count \({N}, {N} and {N} points\), while the decode-time swaps drop "
+                    rf"none more \({N}, {N}\)", [f"{d:+.1f}" for d in drops] + [f"{d:.1f}" for d in swaps],
+                    "DROP differences", src)
+    verdict = [v for v in table["verdicts"] if v["normalizer"] == "csparsemax"][0]
+    doc.check_prose(rf"REP {N} against softmax's {MS}, DROP {N} % against {MS} %",
+                    [f"{verdict['rep_per_100'][1]:.2f}", ms(rows["softmax"]["rep_per_100"]),
+                     f"{verdict['drop'][1]:.2f}", ms(rows["softmax"]["drop"])], "csparsemax's target", src)
+    assert verdict["drop_key"] == "drop" and verdict["status"] == "not met"
+    ov.check_prose(rf"Constrained sparsemax lowers neither repetition \(REP {N} per 100 words against {N}\) nor "
+                   rf"dropped words: Malaviya et al\.'s DROP, counted with an aligner that sees no model "
+                   rf"\(eflomal\), is {N} % against softmax's {N} %",
+                   [f"{verdict['rep_per_100'][1]:.2f}", f"{verdict['rep_per_100'][0]:.2f}",
+                    f"{verdict['drop'][1]:.2f}", f"{verdict['drop'][0]:.2f}"], "csparsemax (overview)", src)
+    delta = {k: rows[k]["paired_mean"]["test2016"] for k in ("sparsemax", "1.5-entmax")}
+    readme.check_prose(rf"test2016 BLEU against softmax's {MS}: sparsemax {MS}, 1\.5-entmax {MS}, csparsemax {N}: "
+                       rf"the literature's parity not reproduced; csparsemax lowers neither REP \({N} against "
+                       rf"{MS}\) nor dropped words \(DROP by an aligner {N} % against {MS} %\)",
+                       [ms(rows["softmax"]["bleu"]["test2016"]["tok"]), ms(delta["sparsemax"]).replace("-", "−"),
+                        ms(delta["1.5-entmax"]).replace("-", "−"),
+                        f"{rows['csparsemax']['paired_mean']['test2016']['mean']:.2f}".replace("-", "−"),
+                        f"{verdict['rep_per_100'][1]:.2f}", ms(rows["softmax"]["rep_per_100"]),
+                        f"{verdict['drop'][1]:.2f}", ms(rows["softmax"]["drop"])], "README's row", src)
+    bench = Doc(BENCH)
+    bench.check_prose(rf"Test2016 tokenised BLEU: softmax {MS}, sparsemax {MS}, 1\.5-entmax {MS}, csparsemax {N};",
+                      [ms(rows[k]["bleu"]["test2016"]["tok"]) for k in ("softmax", "sparsemax", "1.5-entmax", "csparsemax")],
+                      "BENCHMARKS' normaliser figures", src)
+    bench.check_prose(rf"csparsemax REP {N} per 100 words against softmax's {N}, DROP by an aligner \(eflomal\) "
+                      rf"{N} % against {N} %",
+                      [f"{verdict['rep_per_100'][1]:.2f}", f"{verdict['rep_per_100'][0]:.2f}",
+                       f"{verdict['drop'][1]:.2f}", f"{verdict['drop'][0]:.2f}"], "BENCHMARKS' csparsemax", src)
+    for d in (doc, ov, readme, bench):
+        d.assert_ok()

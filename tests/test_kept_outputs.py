@@ -2,8 +2,8 @@
 test captions of the MSR-VTT captioning page (docs/results/captioning_msrvtt_2026-11-28/captions/),
 scored again against the references rebuilt from the real data, give the CIDEr on the page; the
 kept translations of the 3,000-pair Multi30K page give its BLEU and paired interval, and so do
-seed 003's grid's (ACVI against its control); the input-feeding page and the Multi30K main table
-are made again from their kept runs; the uncertainty study's kept decodes and token arrays give its seed-1 measures; and
+seed 003's grid's (ACVI against its control); the input-feeding page, the Multi30K main table and
+the normaliser comparison are made again from their kept runs; the uncertainty study's kept decodes and token arrays give its seed-1 measures; and
 ``mt_report --keep-outputs`` keeps exactly what re-scoring needs."""
 import gzip
 import importlib.util
@@ -153,6 +153,31 @@ def test_the_main_table_page_is_made_again_from_its_kept_outputs(multi30k_refs, 
     got, page = (json.loads((d / "results.json").read_text(encoding="utf-8"))["aggregate"]
                  for d in (out, MAIN_PAGE))
     assert got == page
+
+
+NORM_PAGE = REPO / "docs" / "results" / "normalizers_2026-12-01"
+
+
+def test_the_normalizers_page_is_made_again_from_its_kept_runs(multi30k_refs, tmp_path):
+    """The normaliser comparison (recipes/mt_normalizers.sh with KEEP): normalizers_report given the
+    page's kept runs scores every test decode again (a BLEU unlike its bleu_<split>.json would be a
+    note), and gives the page's means, paired intervals, attention figures and verdicts."""
+    from fairseq_acvi.cli import normalizers_report
+    runs = sorted(str(p) for p in (NORM_PAGE / "outputs" / "en_de").iterdir())
+    out = tmp_path / "again"
+    assert normalizers_report.main([*runs, "--refs-dir", str(multi30k_refs), "--out-dir", str(out),
+                                    "--split", "test2016"]) == 0
+    got, page = (json.loads((d / "normalizers.json").read_text(encoding="utf-8"))["mt"] for d in (out, NORM_PAGE))
+    assert got["notes"] == [] and len(got["rows"]) == len(page["rows"]) >= 4
+
+    def figures(table):
+        keep = ("variant", "seeds", "bleu", "zero_fraction", "rep_per_100", "drop_attn", "drop", "paired_mean")
+        rows = [{k: r.get(k) for k in keep} for r in table["rows"]]
+        for r, full in zip(rows, table["rows"]):
+            r["intervals"] = [(e["seed"], s, iv["delta"], iv["low"], iv["high"])
+                              for e in full.get("paired_seeds", []) for s, iv in sorted(e["bootstrap"].items())]
+        return rows, [(v["target"], v["status"]) for v in table["verdicts"]]
+    assert figures(got) == figures(page)
 
 
 UNC_PAGE = REPO / "docs" / "results" / "uncertainty_study_2026-11-29"

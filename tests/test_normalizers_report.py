@@ -154,7 +154,7 @@ def test_means_std_and_n_over_finished_seeds_softmax_first(fake):
     text = markdown(table, str(fake["tmp"] / "out"))
     assert "| softmax | soft-softmax | 1, 2, 3 (3) | 32.00 ± 1.00 | 31.00 ± 1.00 | 31.00 ± 1.00 |" in text
     assert "| csparsemax | soft-csparsemax | 3 | 60.00 ± 10.00 | 2.00 ± 1.00 | 7.00 ± 1.00 |" in text
-    assert "[seed 1](../runs/en_de/soft-csparsemax_seed1/pictures)" in text
+    assert "[seed 1](../runs/en_de/soft-csparsemax_seed1/pictures/sentence_0.png)" in text
     assert "soft-sparsemax seed 4" in text
 
 

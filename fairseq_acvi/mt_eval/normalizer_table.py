@@ -38,6 +38,7 @@ Every variant is compared with the softmax variant of its own context inference 
 for ``soft-csparsemax``). Problems are :class:`~fairseq_acvi.mt_eval.logs.ReportError` naming the
 file.
 """
+import glob
 import os
 import re
 from typing import Dict, List, Optional
@@ -287,6 +288,12 @@ def verdicts(table: dict) -> List[dict]:
     return out
 
 
+def _first_picture(folder: str) -> str:
+    """A run's first picture (a link to a file, which every page viewer opens), else its folder."""
+    pngs = sorted(glob.glob(os.path.join(folder, "*.png")))
+    return pngs[0] if pngs else folder
+
+
 def _pct(ms: Optional[dict]) -> Optional[dict]:
     return None if ms is None else dict(ms, mean=100 * ms["mean"], std=100 * ms["std"])
 
@@ -317,7 +324,7 @@ def markdown(table: dict, out_dir: str = ".") -> str:
               "| pictures |",
               "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in table["rows"]:
-        pics = ", ".join(f"[seed {seed}]({os.path.relpath(p, out_dir)})"
+        pics = ", ".join(f"[seed {seed}]({os.path.relpath(_first_picture(p), out_dir)})"
                          for seed, p in r["pictures"].items()) or "–"
         lines.append(f"| {label(r)} | {r['variant']} | {r['n']} | "
                      f"{fmt(_pct(r['zero_fraction']))} | {fmt(r['rep_per_100'])} | "

@@ -101,7 +101,7 @@ setup(
             for name in ("babi_report", "calibration", "eval_captioning", "eval_summarization",
                          "generate", "guess_number", "lead_baseline", "mt_report", "summ_report",
                          "attention_pictures", "prepare_parallel", "attention_grid_report",
-                         "normalizers_report", "keep_runs", "train", "validate",
+                         "normalizers_report", "keep_runs", "aligned_drop", "train", "validate",
                          "interactive", "hydra_train", "options_reference")],
     },
 )

@@ -149,10 +149,11 @@ def test_the_main_table_page_is_made_again_from_its_kept_outputs(multi30k_refs, 
     assert mt_report.main([str(MAIN_PAGE / "outputs" / "en_de"), "--out-dir", str(out), "--no-charts",
                            "--intervals", *pairs, "--refs-dir", str(multi30k_refs)]) == 0
     got_rows = json.loads((out / "intervals.json").read_text(encoding="utf-8"))["intervals"]
-    assert got_rows == page_rows and len(page_rows) >= 3
+    # the same up to the last bits a CPU's vector width changes in a sum
+    assert _close(got_rows, page_rows) and len(page_rows) >= 3
     got, page = (json.loads((d / "results.json").read_text(encoding="utf-8"))["aggregate"]
                  for d in (out, MAIN_PAGE))
-    assert got == page
+    assert _close(got, page)
 
 
 NORM_PAGE = REPO / "docs" / "results" / "normalizers_2026-12-01"
@@ -174,10 +175,10 @@ def test_the_normalizers_page_is_made_again_from_its_kept_runs(multi30k_refs, tm
         keep = ("variant", "seeds", "bleu", "zero_fraction", "rep_per_100", "drop_attn", "drop", "paired_mean")
         rows = [{k: r.get(k) for k in keep} for r in table["rows"]]
         for r, full in zip(rows, table["rows"]):
-            r["intervals"] = [(e["seed"], s, iv["delta"], iv["low"], iv["high"])
+            r["intervals"] = [[e["seed"], s, iv["delta"], iv["low"], iv["high"]]
                               for e in full.get("paired_seeds", []) for s, iv in sorted(e["bootstrap"].items())]
-        return rows, [(v["target"], v["status"]) for v in table["verdicts"]]
-    assert figures(got) == figures(page)
+        return [rows, [[v["target"], v["status"]] for v in table["verdicts"]]]
+    assert _close(figures(got), figures(page))
 
 
 UNC_PAGE = REPO / "docs" / "results" / "uncertainty_study_2026-11-29"

@@ -17,6 +17,7 @@ COMMANDS = {"babi_report": "main", "calibration": "main", "eval_captioning": "ma
             "lead_baseline": "main", "mt_report": "main", "summ_report": "main",
             "attention_pictures": "main", "prepare_parallel": "main",
             "attention_grid_report": "main", "normalizers_report": "main", "keep_runs": "main",
+            "aligned_drop": "main",
             # fairseq's own commands with the plugin loaded (--user-dir added when absent)
             "train": "main", "validate": "main", "interactive": "main", "hydra_train": "main",
             "options_reference": "main"}

@@ -25,17 +25,18 @@ from typing import List, Optional
 from fairseq_acvi.data.text_lines import read_text_lines, write_gzip_text
 from fairseq_acvi.metrics.attention_stats import drop_score
 from fairseq_acvi.mt_eval.logs import ReportError
-from fairseq_acvi.mt_eval.paired_decodes import read_hypotheses
+from fairseq_acvi.mt_eval.paired_decodes import hypotheses_candidates, read_hypotheses
 
 ALIGNER = "eflomal (IBM1 + HMM + fertility, 3 samplers), forward links"
 
 
 def _hypotheses(run_dir: str, split: str) -> List[str]:
-    for name in (f"gen_{split}.txt", f"gen_{split}.txt.gz"):
-        path = os.path.join(run_dir, name)
+    """The run's hypotheses of ``split``, looked for where the reports look (no kept folder)."""
+    tried = hypotheses_candidates({"dir": run_dir}, split)
+    for path in tried:
         if os.path.isfile(path):
             return read_hypotheses(path)
-    raise ReportError(f"{run_dir}: no gen_{split}.txt or gen_{split}.txt.gz")
+    raise ReportError(f"{run_dir}: no hypotheses of {split} (looked for {', '.join(tried)})")
 
 
 def _lines(path: str, option: str) -> List[str]:

@@ -202,8 +202,8 @@ def collect(runs: List[dict], refs_dir: str, split: str = "test2016", kept: Opti
             if b is None:
                 continue
             entry = {"seed": r["seed"], "bootstrap": {}}
+            ours, theirs = stats[(row["variant"], r["seed"])], stats[(base, r["seed"])]
             for key in (*STATS_KEYS, ALIGNED_KEY):
-                ours, theirs = stats[(row["variant"], r["seed"])], stats[(base, r["seed"])]
                 if key in ours and key in theirs:
                     entry[key] = ours[key] - theirs[key]
             for s in test_splits:
